@@ -1,0 +1,64 @@
+/* vramtap: the public C API.
+ *
+ * Mark training phases so that vramtap can tell parameters, gradients, optimizer state,
+ * activations and temporaries apart. A program built with this header runs unchanged without
+ * vramtap: the functions are weak references, and the inline helpers below do nothing when
+ * libvramtap.so is not loaded (LD_PRELOAD or `vramtap run`).
+ *
+ *     vramtap_begin(VRAMTAP_FORWARD);  ... forward ...  vramtap_end(VRAMTAP_FORWARD);
+ *     vramtap_begin(VRAMTAP_BACKWARD); ... backward ... vramtap_end(VRAMTAP_BACKWARD);
+ *     vramtap_begin(VRAMTAP_OPTIMIZER); ... step ...    vramtap_end(VRAMTAP_OPTIMIZER);
+ *
+ * The step counter advances when an optimizer phase ends; a program without an optimizer
+ * (inference) calls vramtap_step() once per iteration instead. Phase state is process-wide:
+ * a phase opened on one thread covers allocations made by every thread.
+ */
+#ifndef VRAMTAP_H
+#define VRAMTAP_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VRAMTAP_FORWARD "forward"
+#define VRAMTAP_BACKWARD "backward"
+#define VRAMTAP_OPTIMIZER "optimizer"
+
+/* Status values returned by the API. */
+#define VRAMTAP_OK 0
+#define VRAMTAP_EUNKNOWN -1 /* not a phase name (see VRAMTAP_PHASES in docs/api.md) */
+#define VRAMTAP_ENESTED -2  /* begin while another phase is open: the old one is closed first */
+#define VRAMTAP_ENOTOPEN -3 /* end of a phase that is not the open one: ignored */
+
+/* Open the phase `name` ("forward", "backward", "optimizer", case-insensitive, or an alias
+ * from VRAMTAP_PHASES). */
+int vramtap_phase_begin(const char *name) __attribute__((weak));
+/* Close it. Closing "optimizer" completes a step. */
+int vramtap_phase_end(const char *name) __attribute__((weak));
+/* Advance the step counter by one (for loops without an optimizer phase). */
+int vramtap_step_mark(void) __attribute__((weak));
+/* 1 when libvramtap.so is loaded and recording. */
+int vramtap_is_loaded(void) __attribute__((weak));
+
+static inline int vramtap_begin(const char *name)
+{
+    return vramtap_phase_begin ? vramtap_phase_begin(name) : VRAMTAP_OK;
+}
+static inline int vramtap_end(const char *name)
+{
+    return vramtap_phase_end ? vramtap_phase_end(name) : VRAMTAP_OK;
+}
+static inline int vramtap_step(void)
+{
+    return vramtap_step_mark ? vramtap_step_mark() : VRAMTAP_OK;
+}
+static inline int vramtap_loaded(void)
+{
+    return vramtap_is_loaded ? vramtap_is_loaded() : 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
