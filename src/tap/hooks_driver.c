@@ -1,0 +1,368 @@
+/* The driver's allocation functions, reached by name (a program linked with -lcuda) or through
+ * the routes of resolve.c (everything else: NVIDIA's runtime, static runtimes in NCCL and
+ * cuBLAS, PyTorch's driver API table). Calls made underneath a wrapped runtime call are the
+ * same logical allocation and are not recorded again. */
+#include <cuda.h>
+
+#undef cuGetProcAddress
+
+#include "resolve.h"
+#include "table.h"
+
+#define REAL(name) ((__typeof__(&name))vt_real_driver(VT_DRV_##name))
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s);
+CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice *d);
+
+VT_HIDDEN atomic_ullong vt_nested_calls;
+
+/* 1 when this call is to be recorded: the outermost wrapped call on the thread. */
+static int recording(int outer)
+{
+    if (!outer) {
+        atomic_fetch_add_explicit(&vt_nested_calls, 1, memory_order_relaxed);
+        return 0;
+    }
+    return !vt_cfg.disabled;
+}
+
+static int context_device(void)
+{
+    CUdevice d = 0;
+    __typeof__(&cuCtxGetDevice) get = REAL(cuCtxGetDevice);
+    if (!get || get(&d) != CUDA_SUCCESS)
+        return 0;
+    return d;
+}
+
+/* Stream-ordered memory belongs to the stream's device; drivers before 12.8 lack
+ * cuStreamGetDevice, and then the pointer tells. */
+static int stream_device(CUstream s, int ptsz, CUdeviceptr p)
+{
+    CUdevice d;
+    __typeof__(&cuStreamGetDevice) get =
+        ptsz ? REAL(cuStreamGetDevice_ptsz) : REAL(cuStreamGetDevice);
+    if (get && get(s, &d) == CUDA_SUCCESS)
+        return d;
+    int ordinal;
+    __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
+    if (p && attr && attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS)
+        return ordinal;
+    return context_device();
+}
+
+static void note(CUresult rc, vt_api api, vt_kind kind, int device, CUdeviceptr p, uint64_t size)
+{
+    if (rc != CUDA_SUCCESS)
+        vt_note_fail(api, device, size, rc, rc == CUDA_ERROR_OUT_OF_MEMORY);
+    else if (p)
+        vt_note_alloc(api, kind, device, (uintptr_t)p, size);
+}
+
+VT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
+{
+    __typeof__(&cuMemAlloc_v2) real = REAL(cuMemAlloc_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, size);
+    vt_guard_leave();
+    if (recording(outer))
+        note(rc, VT_API_cuMemAlloc_v2, VT_KIND_DEVICE, context_device(), p ? *p : 0, size);
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t width, size_t height,
+                                      unsigned int elem)
+{
+    __typeof__(&cuMemAllocPitch_v2) real = REAL(cuMemAllocPitch_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, pitch, width, height, elem);
+    vt_guard_leave();
+    if (recording(outer)) {
+        uint64_t size =
+            rc == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
+        note(rc, VT_API_cuMemAllocPitch_v2, VT_KIND_DEVICE, context_device(), p ? *p : 0, size);
+    }
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned int flags)
+{
+    __typeof__(&cuMemAllocManaged) real = REAL(cuMemAllocManaged);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, size, flags);
+    vt_guard_leave();
+    if (recording(outer))
+        note(rc, VT_API_cuMemAllocManaged, VT_KIND_MANAGED, context_device(), p ? *p : 0, size);
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    __typeof__(&cuMemFree_v2) real = REAL(cuMemFree_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    if (recording(outer) && p)
+        vt_note_free((uintptr_t)p);
+    CUresult rc = real(p);
+    vt_guard_leave();
+    return rc;
+}
+
+static CUresult alloc_async(__typeof__(&cuMemAllocAsync) real, int ptsz, CUdeviceptr *p,
+                            size_t size, CUstream s)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, size, s);
+    vt_guard_leave();
+    if (recording(outer)) {
+        CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
+        note(rc, VT_API_cuMemAllocAsync, VT_KIND_POOL, stream_device(s, ptsz, ptr), ptr, size);
+    }
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t size, CUstream s)
+{
+    return alloc_async(REAL(cuMemAllocAsync), 0, p, size, s);
+}
+
+VT_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s)
+{
+    return alloc_async(REAL(cuMemAllocAsync_ptsz), 1, p, size, s);
+}
+
+static CUresult alloc_from_pool(__typeof__(&cuMemAllocFromPoolAsync) real, int ptsz,
+                                CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, size, pool, s);
+    vt_guard_leave();
+    if (recording(outer)) {
+        CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
+        note(rc, VT_API_cuMemAllocFromPoolAsync, VT_KIND_POOL, stream_device(s, ptsz, ptr), ptr,
+             size);
+    }
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t size, CUmemoryPool pool,
+                                           CUstream s)
+{
+    return alloc_from_pool(REAL(cuMemAllocFromPoolAsync), 0, p, size, pool, s);
+}
+
+VT_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool pool,
+                                                CUstream s)
+{
+    return alloc_from_pool(REAL(cuMemAllocFromPoolAsync_ptsz), 1, p, size, pool, s);
+}
+
+static CUresult free_async(__typeof__(&cuMemFreeAsync) real, CUdeviceptr p, CUstream s)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    if (recording(outer) && p)
+        vt_note_free((uintptr_t)p);
+    CUresult rc = real(p, s);
+    vt_guard_leave();
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    return free_async(REAL(cuMemFreeAsync), p, s);
+}
+
+VT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
+{
+    return free_async(REAL(cuMemFreeAsync_ptsz), p, s);
+}
+
+/* Virtual memory management: physical memory is what costs. */
+VT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    __typeof__(&cuMemCreate) real = REAL(cuMemCreate);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(h, size, prop, flags);
+    vt_guard_leave();
+    if (!recording(outer))
+        return rc;
+    int on_device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    int device = on_device ? prop->location.id : context_device();
+    if (rc != CUDA_SUCCESS)
+        vt_note_fail(VT_API_cuMemCreate, device, size, rc, rc == CUDA_ERROR_OUT_OF_MEMORY);
+    else if (h && on_device)
+        vt_note_vmm_create((uintptr_t)*h, device, size);
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    __typeof__(&cuMemRelease) real = REAL(cuMemRelease);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    if (recording(outer))
+        vt_note_vmm_release((uintptr_t)h);
+    CUresult rc = real(h);
+    vt_guard_leave();
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+    __typeof__(&cuMemRetainAllocationHandle) real = REAL(cuMemRetainAllocationHandle);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(h, addr);
+    vt_guard_leave();
+    if (recording(outer) && rc == CUDA_SUCCESS && h)
+        vt_note_vmm_retain((uintptr_t)*h);
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    __typeof__(&cuMemMap) real = REAL(cuMemMap);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, size, offset, h, flags);
+    vt_guard_leave();
+    if (recording(outer) && rc == CUDA_SUCCESS)
+        vt_note_vmm_map((uintptr_t)p, size, (uintptr_t)h);
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
+{
+    __typeof__(&cuMemUnmap) real = REAL(cuMemUnmap);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    if (recording(outer))
+        vt_note_vmm_unmap((uintptr_t)p, size);
+    CUresult rc = real(p, size);
+    vt_guard_leave();
+    return rc;
+}
+
+/* Pinned host memory: kept apart, never part of a device peak. */
+static void note_host(CUresult rc, vt_api api, void *p, size_t size)
+{
+    if (rc != CUDA_SUCCESS)
+        vt_note_fail(api, -1, size, rc, 0);
+    else if (p)
+        vt_note_host_alloc(api, (uintptr_t)p, size);
+}
+
+VT_EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
+{
+    __typeof__(&cuMemHostAlloc) real = REAL(cuMemHostAlloc);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, size, flags);
+    vt_guard_leave();
+    if (recording(outer))
+        note_host(rc, VT_API_cuMemHostAlloc, p ? *p : NULL, size);
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemAllocHost_v2(void **p, size_t size)
+{
+    __typeof__(&cuMemAllocHost_v2) real = REAL(cuMemAllocHost_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    CUresult rc = real(p, size);
+    vt_guard_leave();
+    if (recording(outer))
+        note_host(rc, VT_API_cuMemAllocHost_v2, p ? *p : NULL, size);
+    return rc;
+}
+
+VT_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    __typeof__(&cuMemFreeHost) real = REAL(cuMemFreeHost);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int outer = vt_guard_enter();
+    if (recording(outer) && p)
+        vt_note_host_free((uintptr_t)p);
+    CUresult rc = real(p);
+    vt_guard_leave();
+    return rc;
+}
+
+/* The lookups themselves: whatever they return that vramtap wraps becomes the wrapper, including
+ * a lookup of cuGetProcAddress, which returns the wrapper of the same signature. */
+VT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    __typeof__(&cuGetProcAddress_v2) real = REAL(cuGetProcAddress_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = real(symbol, pfn, version, flags, status);
+    if (rc == CUDA_SUCCESS)
+        vt_route_swap(pfn, "cuGetProcAddress_v2", symbol, version, flags);
+    return rc;
+}
+
+VT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    __typeof__(&cuGetProcAddress) real = REAL(cuGetProcAddress);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = real(symbol, pfn, version, flags);
+    if (rc == CUDA_SUCCESS)
+        vt_route_swap(pfn, "cuGetProcAddress", symbol, version, flags);
+    return rc;
+}
+
+void *vt_driver_wrapper(vt_drv which)
+{
+    static void *const wrappers[VT_DRV_COUNT] = {
+        [VT_DRV_cuGetProcAddress] = (void *)cuGetProcAddress,
+        [VT_DRV_cuGetProcAddress_v2] = (void *)cuGetProcAddress_v2,
+        [VT_DRV_cuMemAlloc_v2] = (void *)cuMemAlloc_v2,
+        [VT_DRV_cuMemFree_v2] = (void *)cuMemFree_v2,
+        [VT_DRV_cuMemAllocPitch_v2] = (void *)cuMemAllocPitch_v2,
+        [VT_DRV_cuMemAllocManaged] = (void *)cuMemAllocManaged,
+        [VT_DRV_cuMemAllocAsync] = (void *)cuMemAllocAsync,
+        [VT_DRV_cuMemAllocAsync_ptsz] = (void *)cuMemAllocAsync_ptsz,
+        [VT_DRV_cuMemAllocFromPoolAsync] = (void *)cuMemAllocFromPoolAsync,
+        [VT_DRV_cuMemAllocFromPoolAsync_ptsz] = (void *)cuMemAllocFromPoolAsync_ptsz,
+        [VT_DRV_cuMemFreeAsync] = (void *)cuMemFreeAsync,
+        [VT_DRV_cuMemFreeAsync_ptsz] = (void *)cuMemFreeAsync_ptsz,
+        [VT_DRV_cuMemCreate] = (void *)cuMemCreate,
+        [VT_DRV_cuMemRelease] = (void *)cuMemRelease,
+        [VT_DRV_cuMemMap] = (void *)cuMemMap,
+        [VT_DRV_cuMemUnmap] = (void *)cuMemUnmap,
+        [VT_DRV_cuMemRetainAllocationHandle] = (void *)cuMemRetainAllocationHandle,
+        [VT_DRV_cuMemHostAlloc] = (void *)cuMemHostAlloc,
+        [VT_DRV_cuMemAllocHost_v2] = (void *)cuMemAllocHost_v2,
+        [VT_DRV_cuMemFreeHost] = (void *)cuMemFreeHost,
+    };
+    return (unsigned)which < VT_DRV_COUNT ? wrappers[which] : NULL;
+}

@@ -1,0 +1,339 @@
+/* Start and end of the library: configuration from the environment, the variables vramtap sets
+ * for the program (NVTX injection, tensor mode, the Python bootstrap), fork handling, and the
+ * snapshot at exit. Neither end calls CUDA: before main nothing is initialised, and at exit the
+ * runtime has already torn itself down. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "phase.h"
+#include "snapshot.h"
+#include "stacks.h"
+#include "table.h"
+
+VT_HIDDEN vt_config vt_cfg;
+VT_HIDDEN VT_TLS int vt_depth;
+
+static struct timespec start_mono;
+static double start_wall;
+static char *cmdline;
+static size_t cmdline_len;
+
+#define MAX_ENV_SET 16
+static struct {
+    char name[64];
+    char value[4096];
+} env_set[MAX_ENV_SET];
+static int nenv_set;
+
+static struct {
+    const char *framework;
+    const char *mode;
+    const char *reason;
+} modes[3];
+
+static const char *const api_names[VT_API_COUNT] = {
+    "cudaMalloc",          "cudaMallocAsync",      "cudaMallocFromPoolAsync",
+    "cudaMallocManaged",   "cudaMallocPitch",      "cudaMalloc3D",
+    "cudaMallocHost",      "cudaHostAlloc",        "cuMemAlloc_v2",
+    "cuMemAllocPitch_v2",  "cuMemAllocManaged",    "cuMemAllocAsync",
+    "cuMemAllocFromPoolAsync", "cuMemCreate",      "cuMemHostAlloc",
+    "cuMemAllocHost_v2",
+};
+
+const char *vt_api_name(vt_api api)
+{
+    return (unsigned)api < VT_API_COUNT ? api_names[api] : "unknown";
+}
+
+const char *vt_kind_name(vt_kind kind)
+{
+    static const char *const names[] = {"device", "managed", "pool", "vmm", "host"};
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "device";
+}
+
+double vt_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - start_mono.tv_sec) + (double)(t.tv_nsec - start_mono.tv_nsec) * 1e-9;
+}
+
+double vt_start_unix(void)
+{
+    return start_wall;
+}
+
+void vt_log(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof buf - 2)
+        n = sizeof buf - 2;
+    buf[n++] = '\n';
+    /* One write, so that lines from several threads and processes do not interleave. */
+    ssize_t w = write(2, "vramtap: ", 9);
+    w = write(2, buf, (size_t)n);
+    (void)w;
+}
+
+const char *vt_cmdline(size_t *len)
+{
+    *len = cmdline_len;
+    return cmdline;
+}
+
+void vt_env_note_set(const char *name, const char *value)
+{
+    if (nenv_set == MAX_ENV_SET)
+        return;
+    snprintf(env_set[nenv_set].name, sizeof env_set[0].name, "%s", name);
+    snprintf(env_set[nenv_set].value, sizeof env_set[0].value, "%s", value);
+    nenv_set++;
+}
+
+int vt_env_set_count(void)
+{
+    return nenv_set;
+}
+
+const char *vt_env_set_name(int i)
+{
+    return env_set[i].name;
+}
+
+const char *vt_env_set_value(int i)
+{
+    return env_set[i].value;
+}
+
+const char *vt_mode_of(const char *framework, const char **reason)
+{
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (modes[i].framework && !strcmp(modes[i].framework, framework)) {
+            *reason = modes[i].reason;
+            return modes[i].mode;
+        }
+    }
+    *reason = NULL;
+    return NULL;
+}
+
+static void set_env(const char *name, const char *value)
+{
+    if (setenv(name, value, 1) == 0)
+        vt_env_note_set(name, value);
+}
+
+static int env_int(const char *name, int def, int lo, int hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < lo || v > hi) {
+        vt_log("%s=%s is not a number in [%d, %d]; using %d", name, s, lo, hi, def);
+        return def;
+    }
+    return (int)v;
+}
+
+static void read_cmdline(void)
+{
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger)
+                break;
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    close(fd);
+    cmdline = buf;
+    cmdline_len = buf ? len : 0;
+}
+
+/* Tensor mode: each framework allocates per buffer through a stream-ordered pool, so vramtap
+ * sees tensors instead of the allocator's segments. The user's own setting wins unless
+ * VRAMTAP_MODE=tensor forces it. */
+static void choose_modes(void)
+{
+    const char *mode = getenv("VRAMTAP_MODE");
+    int forced_tensor = mode && !strcmp(mode, "tensor");
+    int forced_native = mode && !strcmp(mode, "native");
+    if (mode && *mode && !forced_tensor && !forced_native)
+        vt_log("VRAMTAP_MODE=%s is neither 'tensor' nor 'native'; using the default", mode);
+    static const struct {
+        const char *framework, *var, *value, *var2, *value2;
+    } fw[] = {
+        {"pytorch", "PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", NULL, NULL},
+        {"jax", "XLA_PYTHON_CLIENT_ALLOCATOR", "platform", "XLA_PYTHON_CLIENT_PREALLOCATE",
+         "false"},
+        {"tensorflow", "TF_GPU_ALLOCATOR", "cuda_malloc_async", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof fw / sizeof fw[0]; i++) {
+        const char *user = getenv(fw[i].var);
+        if (!user && !strcmp(fw[i].framework, "pytorch"))
+            user = getenv("PYTORCH_ALLOC_CONF");
+        modes[i].framework = fw[i].framework;
+        if (forced_native) {
+            modes[i].mode = "native";
+            modes[i].reason = "forced";
+        } else if (user && !forced_tensor) {
+            modes[i].mode = "native";
+            modes[i].reason = "user-setting";
+            if (!strcmp(fw[i].framework, "pytorch") && vt_cfg.is_python)
+                vt_log("%s is set (%s): PyTorch keeps its own allocator, so vramtap sees its "
+                       "segments, not tensors (native mode; VRAMTAP_MODE=tensor overrides)",
+                       getenv(fw[i].var) ? fw[i].var : "PYTORCH_ALLOC_CONF", user);
+        } else {
+            if (user && vt_cfg.is_python)
+                vt_log("VRAMTAP_MODE=tensor: replacing %s=%s with %s", fw[i].var, user,
+                       fw[i].value);
+            set_env(fw[i].var, fw[i].value);
+            if (fw[i].var2)
+                set_env(fw[i].var2, fw[i].value2);
+            modes[i].mode = "tensor";
+            modes[i].reason = user ? "forced" : "default";
+        }
+    }
+}
+
+static int is_python(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return 0;
+    exe[n] = 0;
+    const char *slash = strrchr(exe, '/');
+    return !strncmp(slash ? slash + 1 : exe, "python", 6);
+}
+
+/* The directory whose sitecustomize.py installs the PyTorch hooks. */
+static const char *bootstrap_dir(void)
+{
+    static char dir[PATH_MAX];
+    const char *candidates[] = {getenv("VRAMTAP_PYDIR"), VT_PYDIR_BUILD, VT_PYDIR_INSTALL};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        if (!candidates[i])
+            continue;
+        snprintf(dir, sizeof dir, "%s/vramtap", candidates[i]);
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/sitecustomize.py", dir);
+        if (access(probe, R_OK) == 0)
+            return dir;
+    }
+    return NULL;
+}
+
+static void python_bootstrap(void)
+{
+    const char *dir = bootstrap_dir();
+    if (!dir) {
+        vt_log("the Python bootstrap (sitecustomize.py) was not found: phases come only from "
+               "NVTX and the C API");
+        return;
+    }
+    const char *old = getenv("PYTHONPATH");
+    if (old && (!strncmp(old, dir, strlen(dir)) && (old[strlen(dir)] == ':' || !old[strlen(dir)])))
+        return;
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s%s%s", dir, old && *old ? ":" : "", old ? old : "");
+    set_env("PYTHONPATH", buf);
+}
+
+static void self_path(void)
+{
+    Dl_info info;
+    if (dladdr((void *)&self_path, &info) && info.dli_fname &&
+        realpath(info.dli_fname, vt_cfg.self_path))
+        return;
+    vt_cfg.self_path[0] = 0;
+}
+
+static void fork_prepare(void)
+{
+    vt_lock();
+    vt_stacks_lock();
+}
+
+static void fork_parent(void)
+{
+    vt_stacks_unlock();
+    vt_unlock();
+}
+
+static void fork_child(void)
+{
+    vt_table_reset_after_fork();
+    vt_stacks_unlock();
+    vt_unlock();
+}
+
+__attribute__((constructor)) static void vt_init(void)
+{
+    clock_gettime(CLOCK_MONOTONIC, &start_mono);
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    start_wall = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9;
+
+    const char *disable = getenv("VRAMTAP_DISABLE");
+    if (disable && *disable && strcmp(disable, "0")) {
+        vt_cfg.disabled = 1;
+        return;
+    }
+    vt_cfg.debug = env_int("VRAMTAP_DEBUG", 0, 0, 9);
+    vt_cfg.stacks = env_int("VRAMTAP_STACKS", 1, 0, 1);
+    vt_cfg.python_stacks = env_int("VRAMTAP_PYTHON_STACKS", 1, 0, 1);
+    vt_cfg.depth = env_int("VRAMTAP_DEPTH", VT_DEFAULT_DEPTH, 1, VT_MAX_DEPTH);
+    vt_cfg.oom_max = env_int("VRAMTAP_OOM_MAX", 4, 0, 1000);
+    const char *out = getenv("VRAMTAP_OUT");
+    if (out && *out)
+        snprintf(vt_cfg.out_dir, sizeof vt_cfg.out_dir, "%s", out);
+    else if (!getcwd(vt_cfg.out_dir, sizeof vt_cfg.out_dir))
+        snprintf(vt_cfg.out_dir, sizeof vt_cfg.out_dir, ".");
+    snprintf(vt_cfg.prog, sizeof vt_cfg.prog, "%s", program_invocation_short_name);
+    vt_cfg.is_python = is_python();
+    read_cmdline();
+    self_path();
+
+    if (vt_cfg.self_path[0] && !getenv("NVTX_INJECTION64_PATH"))
+        set_env("NVTX_INJECTION64_PATH", vt_cfg.self_path);
+    choose_modes();
+    if (vt_cfg.is_python)
+        python_bootstrap();
+    vt_phase_init();
+    vt_stacks_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+__attribute__((destructor)) static void vt_fini(void)
+{
+    if (!vt_cfg.disabled)
+        vt_snapshot_write_exit();
+}

@@ -1,0 +1,142 @@
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "resolve.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+static const char *const driver_names[VT_DRV_COUNT] = {
+#define VT_DRV_NAME(name) #name,
+    VT_DRIVER_FUNCS(VT_DRV_NAME)
+#undef VT_DRV_NAME
+};
+
+static _Atomic(dlsym_fn) real_dlsym;
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int known_ready;
+static void *known[VT_DRV_COUNT]; /* libcuda's own address of each function */
+
+/* glibc's dlsym, found by version so that our own dlsym is never found again. */
+static dlsym_fn get_real_dlsym(void)
+{
+    dlsym_fn f = atomic_load_explicit(&real_dlsym, memory_order_acquire);
+    if (f)
+        return f;
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    for (size_t i = 0; !f && i < sizeof versions / sizeof versions[0]; i++)
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    atomic_store_explicit(&real_dlsym, f, memory_order_release);
+    return f;
+}
+
+void *vt_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn f = get_real_dlsym();
+    return f ? f(handle, name) : NULL;
+}
+
+void *vt_real_next(_Atomic(void *) *cache, const char *name)
+{
+    void *p = atomic_load_explicit(cache, memory_order_acquire);
+    if (!p) {
+        p = vt_real_dlsym(RTLD_NEXT, name);
+        atomic_store_explicit(cache, p, memory_order_release);
+    }
+    return p;
+}
+
+/* Learn libcuda's addresses once it is loaded. A lookup on its handle searches libcuda and its
+ * dependencies only, never the preloaded objects, so these are the real functions. */
+static int known_init(void)
+{
+    if (atomic_load_explicit(&known_ready, memory_order_acquire))
+        return 1;
+    pthread_mutex_lock(&known_lock);
+    if (!atomic_load_explicit(&known_ready, memory_order_relaxed)) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            h = dlopen("libcuda.so", RTLD_LAZY | RTLD_NOLOAD);
+        if (h) {
+            for (int i = 0; i < VT_DRV_COUNT; i++)
+                known[i] = vt_real_dlsym(h, driver_names[i]);
+            atomic_store_explicit(&known_ready, 1, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&known_lock);
+    return atomic_load_explicit(&known_ready, memory_order_acquire);
+}
+
+void *vt_real_driver(vt_drv which)
+{
+    return known_init() ? known[which] : NULL;
+}
+
+void vt_route_swap(void **pfn, const char *route, const char *symbol, int version,
+                   unsigned long long flags)
+{
+    if (!pfn || !*pfn || vt_cfg.disabled || !known_init())
+        return;
+    for (int i = 0; i < VT_DRV_COUNT; i++) {
+        void *w = vt_driver_wrapper((vt_drv)i);
+        if (w && known[i] == *pfn) {
+            vt_debug("%s %s ver=%d flags=%llu -> vramtap %s", route, symbol ? symbol : "(null)",
+                     version, flags, driver_names[i]);
+            *pfn = w;
+            return;
+        }
+    }
+}
+
+static int caller_is_libcuda(void *caller)
+{
+    Dl_info info;
+    if (!dladdr(caller, &info) || !info.dli_fname)
+        return 0;
+    const char *slash = strrchr(info.dli_fname, '/');
+    const char *base = slash ? slash + 1 : info.dli_fname;
+    return !strncmp(base, "libcuda.so", 10);
+}
+
+static void *dlsym_redirect(void *handle, const char *name)
+{
+    void *p = vt_real_dlsym(handle, name);
+    vt_route_swap(&p, "dlsym", name, 0, 0);
+    return p;
+}
+
+static void *dlsym_unavailable(void *handle, const char *name)
+{
+    (void)handle;
+    (void)name;
+    return NULL;
+}
+
+/* Called by the dlsym entry stub (dlsym_stub.S) with the caller's return address; returns the
+ * function the stub jumps to with the caller's own arguments and return address. glibc
+ * resolves RTLD_NEXT (and the namespace of RTLD_DEFAULT) relative to the return address it
+ * sees, so everything that is not redirected must reach it by a jump, not a call. */
+VT_HIDDEN void *vt_dlsym_target(void *handle, const char *name, void *caller)
+{
+    dlsym_fn real = get_real_dlsym();
+    if (!real)
+        return (void *)dlsym_unavailable;
+    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || !name || name[0] != 'c' ||
+        name[1] != 'u' || vt_cfg.disabled || caller_is_libcuda(caller))
+        return (void *)real;
+    return (void *)dlsym_redirect;
+}
+
+int vt_query_meminfo(int64_t *free_bytes, int64_t *total_bytes)
+{
+    CUresult (*get)(size_t *, size_t *) =
+        (CUresult(*)(size_t *, size_t *))vt_real_driver(VT_DRV_cuMemGetInfo_v2);
+    size_t f, t;
+    if (!get || get(&f, &t) != CUDA_SUCCESS)
+        return -1;
+    *free_bytes = (int64_t)f;
+    *total_bytes = (int64_t)t;
+    return 0;
+}

@@ -1,0 +1,473 @@
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resolve.h"
+#include "snapshot.h"
+#include "stacks.h"
+#include "table.h"
+
+VT_HIDDEN vt_state_t vt_state;
+VT_HIDDEN int vt_hash_oom;
+
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+static vt_rec *free_recs;
+static int pending_ooms;
+
+/* A VMM mapping: the range [addr, addr+size) of a reserved address space is backed by the
+ * physical allocation `handle`. */
+struct vt_vmap {
+    uintptr_t addr;
+    uint64_t size;
+    uintptr_t handle;
+    UT_hash_handle hh;
+};
+
+void vt_lock(void)
+{
+    pthread_mutex_lock(&state_lock);
+}
+
+void vt_unlock(void)
+{
+    pthread_mutex_unlock(&state_lock);
+}
+
+static int in_phase(uint8_t phase)
+{
+    return phase == VT_PHASE_FORWARD || phase == VT_PHASE_BACKWARD || phase == VT_PHASE_OPTIMIZER;
+}
+
+vt_mark vt_mark_now_locked(void)
+{
+    vt_mark m = {.seq = ++vt_state.seq,
+                 .time = vt_now(),
+                 .step = vt_state.step,
+                 .instance = vt_state.instance,
+                 .phase = vt_state.phase};
+    return m;
+}
+
+static vt_rec *rec_new(void)
+{
+    vt_rec *r = free_recs;
+    if (r)
+        free_recs = r->next;
+    else if (!(r = malloc(sizeof *r)))
+        return NULL;
+    memset(r, 0, sizeof *r);
+    r->site = VT_NO_SITE;
+    return r;
+}
+
+static void rec_free(vt_rec *r)
+{
+    r->next = free_recs;
+    free_recs = r;
+}
+
+static void release_dead(vt_device *d)
+{
+    while (d->dead_head) {
+        vt_rec *r = d->dead_head;
+        d->dead_head = r->next;
+        rec_free(r);
+    }
+    d->dead_tail = NULL;
+}
+
+static void account_alloc(vt_rec *r)
+{
+    vt_device *d = &vt_state.dev[r->device];
+    d->used = 1;
+    d->live += r->size;
+    d->allocs++;
+    vt_state.c.allocs++;
+    vt_state.made_device_alloc = 1;
+    if (d->live > d->peak) {
+        d->peak = d->live;
+        d->peak_seq = r->birth.seq;
+        d->peak_time = r->birth.time;
+        d->peak_phase = r->birth.phase;
+        d->peak_step = r->birth.step;
+        release_dead(d);
+    }
+    if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
+        vt_state.open.live_max[r->device] = d->live;
+    if (pending_ooms) {
+        for (int i = 0; i < vt_state.nooms; i++) {
+            vt_oom *o = &vt_state.ooms[i];
+            if (!o->retry_succeeded && o->device == r->device && r->size >= o->size) {
+                o->retry_succeeded = 1;
+                pending_ooms--;
+            }
+        }
+    }
+}
+
+/* The record leaves the live set: keep it if it was part of the peak, else recycle it. */
+static void account_free(vt_rec *r)
+{
+    vt_device *d = &vt_state.dev[r->device];
+    d->live -= r->size;
+    vt_state.c.frees++;
+    r->death = vt_mark_now_locked();
+    r->dead = 1;
+    r->next = NULL;
+    if (r->birth.seq <= d->peak_seq) {
+        if (d->dead_tail)
+            d->dead_tail->next = r;
+        else
+            d->dead_head = r;
+        d->dead_tail = r;
+    } else {
+        rec_free(r);
+    }
+}
+
+/* A new record in `table`, or NULL (counted as dropped) when memory ran out. */
+static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, int device,
+                      uint64_t size, uint32_t site)
+{
+    vt_rec *r = rec_new();
+    if (!r) {
+        vt_state.c.dropped++;
+        return NULL;
+    }
+    r->key = key;
+    r->api = (uint8_t)api;
+    r->kind = (uint8_t)kind;
+    r->device = (int16_t)device;
+    r->size = size;
+    r->site = site;
+    r->id = ++vt_state.next_id;
+    vt_hash_oom = 0;
+    HASH_ADD(hh, *table, key, sizeof r->key, r);
+    if (vt_hash_oom) {
+        rec_free(r);
+        vt_state.c.dropped++;
+        return NULL;
+    }
+    r->birth = vt_mark_now_locked();
+    return r;
+}
+
+static int device_ok(int device)
+{
+    if (device >= 0 && device < VT_MAX_DEVICES)
+        return 1;
+    vt_state.c.dropped++;
+    vt_warn_once("device ordinal %d is beyond what vramtap records (%d); its memory is not "
+                 "counted",
+                 device, VT_MAX_DEVICES);
+    return 0;
+}
+
+void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
+{
+    uint32_t site = vt_stack_here();
+    vt_lock();
+    if (device_ok(device)) {
+        vt_rec *stale;
+        HASH_FIND(hh, vt_state.live, &addr, sizeof addr, stale);
+        if (stale) {
+            /* The address came back without a free vramtap saw (freed by a route it does not
+             * hook): the old allocation is gone. */
+            HASH_DEL(vt_state.live, stale);
+            account_free(stale);
+        }
+        vt_rec *r = insert(&vt_state.live, addr, api, kind, device, size, site);
+        if (r) {
+            r->address = addr;
+            account_alloc(r);
+        }
+    }
+    vt_unlock();
+}
+
+void vt_note_free(uintptr_t addr)
+{
+    vt_lock();
+    vt_rec *r;
+    HASH_FIND(hh, vt_state.live, &addr, sizeof addr, r);
+    if (r) {
+        HASH_DEL(vt_state.live, r);
+        account_free(r);
+    } else {
+        vt_state.c.unknown_frees++;
+    }
+    vt_unlock();
+}
+
+void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
+{
+    uint32_t site = vt_stack_here();
+    vt_lock();
+    vt_rec *r = insert(&vt_state.host, addr, api, VT_KIND_HOST, 0, size, site);
+    if (r) {
+        vt_state.c.host_allocs++;
+        vt_state.hostmem.allocs++;
+        vt_state.hostmem.live += size;
+        if (vt_state.hostmem.live > vt_state.hostmem.peak) {
+            vt_state.hostmem.peak = vt_state.hostmem.live;
+            vt_state.hostmem.peak_time = r->birth.time;
+        }
+    }
+    vt_unlock();
+}
+
+void vt_note_host_free(uintptr_t addr)
+{
+    vt_lock();
+    vt_rec *r;
+    HASH_FIND(hh, vt_state.host, &addr, sizeof addr, r);
+    if (r) {
+        HASH_DEL(vt_state.host, r);
+        vt_state.hostmem.live -= r->size;
+        vt_state.c.host_frees++;
+        rec_free(r);
+    } else {
+        vt_state.c.unknown_frees++;
+    }
+    vt_unlock();
+}
+
+void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom)
+{
+    uint32_t site = VT_NO_SITE;
+    int64_t free_bytes = -1, total_bytes = -1;
+    if (is_oom) {
+        site = vt_stack_here();
+        vt_query_meminfo(&free_bytes, &total_bytes);
+    }
+    int post_mortem = 0;
+    vt_lock();
+    vt_state.c.failed_calls++;
+    if (is_oom) {
+        vt_state.c.oom_calls++;
+        if (vt_state.nooms < VT_MAX_OOMS) {
+            vt_mark m = vt_mark_now_locked();
+            vt_oom *o = &vt_state.ooms[vt_state.nooms];
+            *o = (vt_oom){.n = vt_state.nooms + 1,
+                          .time = m.time,
+                          .device = device,
+                          .size = size,
+                          .api = (uint8_t)api,
+                          .phase = m.phase,
+                          .step = m.step,
+                          .site = site,
+                          .error = error,
+                          .free_bytes = free_bytes,
+                          .total_bytes = total_bytes};
+            vt_state.nooms++;
+            pending_ooms++;
+            post_mortem = o->n <= vt_cfg.oom_max ? o->n : 0;
+        }
+    }
+    vt_unlock();
+    /* The process may never reach exit: the post-mortem goes to disk now. */
+    if (post_mortem)
+        vt_snapshot_write_oom(post_mortem);
+}
+
+/* VMM: physical bytes count from cuMemCreate until every reference is released and every
+ * mapping is gone, as the driver frees them. */
+static void vmm_maybe_free(vt_rec *r)
+{
+    if (r->refs <= 0 && r->maps <= 0) {
+        HASH_DEL(vt_state.vmm, r);
+        account_free(r);
+    }
+}
+
+void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
+{
+    uint32_t site = vt_stack_here();
+    vt_lock();
+    vt_state.c.vmm_creates++;
+    if (device_ok(device)) {
+        vt_rec *r = insert(&vt_state.vmm, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size,
+                           site);
+        if (r) {
+            r->refs = 1;
+            account_alloc(r);
+        }
+    }
+    vt_unlock();
+}
+
+void vt_note_vmm_retain(uintptr_t handle)
+{
+    vt_lock();
+    vt_rec *r;
+    HASH_FIND(hh, vt_state.vmm, &handle, sizeof handle, r);
+    if (r)
+        r->refs++;
+    vt_unlock();
+}
+
+void vt_note_vmm_release(uintptr_t handle)
+{
+    vt_lock();
+    vt_state.c.vmm_releases++;
+    vt_rec *r;
+    HASH_FIND(hh, vt_state.vmm, &handle, sizeof handle, r);
+    if (r) {
+        r->refs--;
+        vmm_maybe_free(r);
+    } else {
+        vt_state.c.unknown_frees++;
+    }
+    vt_unlock();
+}
+
+void vt_note_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
+{
+    vt_lock();
+    vt_state.c.vmm_maps++;
+    vt_rec *r;
+    HASH_FIND(hh, vt_state.vmm, &handle, sizeof handle, r);
+    /* A handle vramtap did not create (imported from another process) maps memory that is
+     * not this process's: nothing to count. */
+    if (r) {
+        struct vt_vmap *m = malloc(sizeof *m);
+        if (m) {
+            *m = (struct vt_vmap){.addr = addr, .size = size, .handle = handle};
+            vt_hash_oom = 0;
+            HASH_ADD(hh, vt_state.vmaps, addr, sizeof m->addr, m);
+            if (vt_hash_oom) {
+                free(m);
+                m = NULL;
+            }
+        }
+        if (m) {
+            r->maps++;
+            if (!r->address)
+                r->address = addr;
+        } else {
+            vt_state.c.dropped++;
+        }
+    }
+    vt_unlock();
+}
+
+/* One cuMemUnmap may cover several adjacent mappings. */
+void vt_note_vmm_unmap(uintptr_t addr, uint64_t size)
+{
+    vt_lock();
+    vt_state.c.vmm_unmaps++;
+    uintptr_t cur = addr;
+    int found = 0;
+    while (cur < addr + size) {
+        struct vt_vmap *m;
+        HASH_FIND(hh, vt_state.vmaps, &cur, sizeof cur, m);
+        if (!m)
+            break;
+        found = 1;
+        HASH_DEL(vt_state.vmaps, m);
+        cur += m->size ? m->size : 1;
+        vt_rec *r;
+        HASH_FIND(hh, vt_state.vmm, &m->handle, sizeof m->handle, r);
+        free(m);
+        if (r) {
+            r->maps--;
+            vmm_maybe_free(r);
+        }
+    }
+    if (!found)
+        vt_state.c.unknown_frees++;
+    vt_unlock();
+}
+
+void vt_span_open_locked(uint8_t phase, double now)
+{
+    vt_span *s = &vt_state.open;
+    memset(s, 0, sizeof *s);
+    s->instance = vt_state.instance;
+    s->phase = phase;
+    s->step = vt_state.step;
+    s->start = now;
+    s->end = -1;
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        s->live_start[d] = s->live_max[d] = vt_state.dev[d].live;
+}
+
+void vt_span_close_locked(double now)
+{
+    vt_span *s = &vt_state.open;
+    s->end = now;
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        s->live_end[d] = vt_state.dev[d].live;
+    if (s->step < VT_TIMELINE_STEPS) {
+        if (vt_state.nspans == vt_state.capspans) {
+            size_t cap = vt_state.capspans ? vt_state.capspans * 2 : 64;
+            vt_span *n = realloc(vt_state.spans, cap * sizeof *n);
+            if (!n) {
+                vt_state.c.dropped++;
+                return;
+            }
+            vt_state.spans = n;
+            vt_state.capspans = cap;
+        }
+        vt_state.spans[vt_state.nspans++] = *s;
+        return;
+    }
+    if (!vt_state.folded.instances)
+        vt_state.folded.first_step = s->step;
+    vt_state.folded.instances++;
+    vt_state.folded.last_step = s->step;
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        if (s->live_max[d] > vt_state.folded.live_max[d])
+            vt_state.folded.live_max[d] = s->live_max[d];
+}
+
+static void free_table(vt_rec **table)
+{
+    vt_rec *r, *tmp;
+    HASH_ITER(hh, *table, r, tmp)
+    {
+        HASH_DEL(*table, r);
+        free(r);
+    }
+}
+
+/* Called in the child of a fork with the lock held (taken in the prepare handler, released by
+ * the caller): the child owns none of its parent's allocations. */
+void vt_table_reset_after_fork(void)
+{
+    free_table(&vt_state.live);
+    free_table(&vt_state.vmm);
+    free_table(&vt_state.host);
+    struct vt_vmap *m, *tmp;
+    HASH_ITER(hh, vt_state.vmaps, m, tmp)
+    {
+        HASH_DEL(vt_state.vmaps, m);
+        free(m);
+    }
+    for (int d = 0; d < VT_MAX_DEVICES; d++) {
+        vt_rec *r = vt_state.dev[d].dead_head;
+        while (r) {
+            vt_rec *n = r->next;
+            free(r);
+            r = n;
+        }
+    }
+    while (free_recs) {
+        vt_rec *n = free_recs->next;
+        free(free_recs);
+        free_recs = n;
+    }
+    free(vt_state.spans);
+    uint8_t phase = vt_state.phase;
+    uint32_t step = vt_state.step, instance = vt_state.instance;
+    int markers = vt_state.markers;
+    memset(&vt_state, 0, sizeof vt_state);
+    /* The phase the parent was in carries on in the child. */
+    vt_state.phase = phase;
+    vt_state.step = step;
+    vt_state.instance = instance;
+    vt_state.markers = markers;
+    if (in_phase(phase))
+        vt_span_open_locked(phase, vt_now());
+    pending_ooms = 0;
+}

@@ -1,0 +1,64 @@
+/* Finding the real CUDA functions, and the four routes by which a program obtains driver
+ * functions without naming them: dlsym on a libcuda handle, cuGetProcAddress (both forms),
+ * and the runtime's cudaGetDriverEntryPoint[ByVersion]. Every route ends in vt_route_swap. */
+#ifndef VT_RESOLVE_H
+#define VT_RESOLVE_H
+
+#include <stdint.h>
+
+#include "tap.h"
+
+/* Driver functions vramtap calls or wraps, named as libcuda exports them. */
+#define VT_DRIVER_FUNCS(X)                                                                         \
+    X(cuGetProcAddress)                                                                            \
+    X(cuGetProcAddress_v2)                                                                         \
+    X(cuMemAlloc_v2)                                                                               \
+    X(cuMemFree_v2)                                                                                \
+    X(cuMemAllocPitch_v2)                                                                          \
+    X(cuMemAllocManaged)                                                                           \
+    X(cuMemAllocAsync)                                                                             \
+    X(cuMemAllocAsync_ptsz)                                                                        \
+    X(cuMemAllocFromPoolAsync)                                                                     \
+    X(cuMemAllocFromPoolAsync_ptsz)                                                                \
+    X(cuMemFreeAsync)                                                                              \
+    X(cuMemFreeAsync_ptsz)                                                                         \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemRelease)                                                                                \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
+    X(cuMemRetainAllocationHandle)                                                                 \
+    X(cuMemHostAlloc)                                                                              \
+    X(cuMemAllocHost_v2)                                                                           \
+    X(cuMemFreeHost)                                                                               \
+    X(cuCtxGetDevice)                                                                              \
+    X(cuStreamGetDevice)                                                                           \
+    X(cuStreamGetDevice_ptsz)                                                                      \
+    X(cuPointerGetAttribute)                                                                       \
+    X(cuMemGetInfo_v2)
+
+typedef enum {
+#define VT_DRV_ENUM(name) VT_DRV_##name,
+    VT_DRIVER_FUNCS(VT_DRV_ENUM)
+#undef VT_DRV_ENUM
+        VT_DRV_COUNT
+} vt_drv;
+
+/* The real function libcuda exports under that name, or NULL when libcuda is not loaded. */
+VT_HIDDEN void *vt_real_driver(vt_drv which);
+/* The real function of a runtime symbol: the next definition after this library. */
+VT_HIDDEN void *vt_real_next(_Atomic(void *) *cache, const char *name);
+VT_HIDDEN void *vt_real_dlsym(void *handle, const char *name);
+
+/* If *pfn is a real driver function vramtap wraps, replace it with the wrapper. `route` and
+ * the lookup arguments only feed VRAMTAP_DEBUG lines. */
+VT_HIDDEN void vt_route_swap(void **pfn, const char *route, const char *symbol, int version,
+                             unsigned long long flags);
+
+/* The current device's free and total memory (driver), 0 on success. Only from inside a hook:
+ * never before main or at exit. */
+VT_HIDDEN int vt_query_meminfo(int64_t *free_bytes, int64_t *total_bytes);
+
+/* Wrappers for the driver functions, defined in hooks_driver.c (NULL for those only called). */
+VT_HIDDEN void *vt_driver_wrapper(vt_drv which);
+
+#endif

@@ -1,0 +1,24 @@
+/* Stack signatures: native frames (libunwind) and Python frames (pystack.c), interned so that
+ * each distinct stack is stored once and allocations refer to it by id. */
+#ifndef VT_STACKS_H
+#define VT_STACKS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tap.h"
+
+#define VT_MAX_DEPTH 256
+#define VT_DEFAULT_DEPTH 32
+
+VT_HIDDEN void vt_stacks_init(void);
+/* The interned id of the calling thread's stack, or VT_NO_SITE when capture is off. */
+VT_HIDDEN uint32_t vt_stack_here(void);
+VT_HIDDEN uint32_t vt_stack_count(void);
+/* Write interned stack `id` as the snapshot's site number `index` (names resolved now). */
+VT_HIDDEN void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index);
+/* Held across fork so that the child finds the table consistent. */
+VT_HIDDEN void vt_stacks_lock(void);
+VT_HIDDEN void vt_stacks_unlock(void);
+
+#endif

@@ -1,0 +1,147 @@
+/* The books: live allocations, per-device peaks, phase marks and the timeline.
+ *
+ * One mutex guards all of it, so that event sequence numbers, live bytes and phase state agree
+ * with each other. The peak is kept in O(1) amortised time: a device remembers the sequence
+ * number of its peak and keeps the records of allocations that were live then and died later;
+ * at the end the peak set is every live record born at or before the peak plus those. */
+#ifndef VT_TABLE_H
+#define VT_TABLE_H
+
+#include <stdint.h>
+
+/* The library must never exit the program: a failed hash expansion drops the entry instead. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (vt_hash_oom = 1)
+extern __attribute__((visibility("hidden"))) int vt_hash_oom;
+#include <uthash.h>
+
+#include "tap.h"
+
+typedef enum { VT_PHASE_SETUP, VT_PHASE_FORWARD, VT_PHASE_BACKWARD, VT_PHASE_OPTIMIZER, VT_PHASE_OTHER } vt_phase;
+
+VT_HIDDEN const char *vt_phase_name(vt_phase p);
+
+/* When and in which phase an event happened. */
+typedef struct {
+    uint64_t seq;
+    double time;
+    uint32_t step;
+    uint32_t instance;
+    uint8_t phase;
+} vt_mark;
+
+typedef struct vt_rec {
+    uintptr_t key; /* device address, host address, or VMM handle */
+    UT_hash_handle hh;
+    struct vt_rec *next; /* the dead-after-peak list, or the free list */
+    uint64_t id;
+    uint64_t size;
+    uintptr_t address; /* VMM: first mapped address, 0 until mapped */
+    vt_mark birth, death;
+    uint32_t site;
+    int16_t device;
+    uint8_t api, kind;
+    uint8_t dead;
+    int32_t refs, maps; /* VMM: handle references and live mappings */
+} vt_rec;
+
+#define VT_NO_SITE UINT32_MAX
+
+/* A phase instance for the timeline. */
+typedef struct {
+    uint32_t instance;
+    uint8_t phase;
+    uint32_t step;
+    double start, end; /* end < 0 while open */
+    uint64_t live_start[VT_MAX_DEVICES], live_end[VT_MAX_DEVICES], live_max[VT_MAX_DEVICES];
+} vt_span;
+
+typedef struct {
+    int used;
+    uint64_t live, peak, allocs;
+    uint64_t peak_seq;
+    double peak_time;
+    uint8_t peak_phase;
+    uint32_t peak_step;
+    vt_rec *dead_head, *dead_tail; /* live at the peak, died since */
+} vt_device;
+
+typedef struct {
+    uint64_t allocs, frees, unknown_frees, failed_calls, oom_calls, host_allocs, host_frees;
+    uint64_t vmm_creates, vmm_releases, vmm_maps, vmm_unmaps, dropped;
+} vt_counters;
+
+typedef struct {
+    int n;
+    double time;
+    int device;
+    uint64_t size;
+    uint8_t api;
+    uint8_t phase;
+    uint32_t step;
+    uint32_t site;
+    int error;
+    int retry_succeeded;
+    int64_t free_bytes, total_bytes; /* -1 when unknown */
+    int written; /* a post-mortem file was written for it */
+} vt_oom;
+
+#define VT_MAX_OOMS 256
+#define VT_TIMELINE_STEPS 64
+
+/* Everything below is guarded by vt_state.lock. */
+typedef struct {
+    uint64_t seq, next_id;
+    vt_rec *live;   /* device allocations by address */
+    vt_rec *vmm;    /* VMM physical allocations by handle */
+    vt_rec *host;   /* pinned host allocations by address */
+    struct vt_vmap *vmaps; /* VMM mappings by address */
+    vt_device dev[VT_MAX_DEVICES];
+    vt_counters c;
+    struct {
+        uint64_t live, peak, allocs;
+        double peak_time;
+    } hostmem;
+    /* phases */
+    uint8_t phase;      /* current: VT_PHASE_* */
+    uint32_t step, instance;
+    int markers;        /* any phase ever opened */
+    vt_span open;       /* the phase instance in progress (valid while phase is in-phase) */
+    vt_span *spans;     /* closed phase instances of the first VT_TIMELINE_STEPS steps */
+    size_t nspans, capspans;
+    struct {
+        uint64_t instances;
+        uint32_t first_step, last_step;
+        uint64_t live_max[VT_MAX_DEVICES];
+    } folded;
+    vt_oom ooms[VT_MAX_OOMS];
+    int nooms;
+    int made_device_alloc;
+} vt_state_t;
+
+extern VT_HIDDEN vt_state_t vt_state;
+
+VT_HIDDEN void vt_lock(void);
+VT_HIDDEN void vt_unlock(void);
+
+/* Recording. `site` comes from vt_stack_here() taken before the lock. */
+VT_HIDDEN void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size);
+VT_HIDDEN void vt_note_free(uintptr_t addr);
+VT_HIDDEN void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom);
+VT_HIDDEN void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size);
+VT_HIDDEN void vt_note_host_free(uintptr_t addr);
+VT_HIDDEN void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size);
+VT_HIDDEN void vt_note_vmm_retain(uintptr_t handle);
+VT_HIDDEN void vt_note_vmm_release(uintptr_t handle);
+VT_HIDDEN void vt_note_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle);
+VT_HIDDEN void vt_note_vmm_unmap(uintptr_t addr, uint64_t size);
+
+/* Phases (called with the lock held by phase.c). */
+VT_HIDDEN vt_mark vt_mark_now_locked(void);
+VT_HIDDEN void vt_span_open_locked(uint8_t phase, double now);
+VT_HIDDEN void vt_span_close_locked(double now);
+
+/* The child of a fork starts with empty books. */
+VT_HIDDEN void vt_table_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,97 @@
+/* Internal declarations shared by the preload library's subsystems: configuration, clock,
+ * logging, the recursion guard and the names of the APIs it records. */
+#ifndef VT_TAP_H
+#define VT_TAP_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VT_HIDDEN __attribute__((visibility("hidden")))
+#define VT_EXPORT __attribute__((visibility("default")))
+#define VT_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* Devices beyond this ordinal are counted in `dropped`, not recorded. */
+#define VT_MAX_DEVICES 32
+
+/* Every API that makes or releases memory, in snapshot spelling. */
+typedef enum {
+    VT_API_cudaMalloc,
+    VT_API_cudaMallocAsync,
+    VT_API_cudaMallocFromPoolAsync,
+    VT_API_cudaMallocManaged,
+    VT_API_cudaMallocPitch,
+    VT_API_cudaMalloc3D,
+    VT_API_cudaMallocHost,
+    VT_API_cudaHostAlloc,
+    VT_API_cuMemAlloc_v2,
+    VT_API_cuMemAllocPitch_v2,
+    VT_API_cuMemAllocManaged,
+    VT_API_cuMemAllocAsync,
+    VT_API_cuMemAllocFromPoolAsync,
+    VT_API_cuMemCreate,
+    VT_API_cuMemHostAlloc,
+    VT_API_cuMemAllocHost_v2,
+    VT_API_COUNT
+} vt_api;
+
+typedef enum { VT_KIND_DEVICE, VT_KIND_MANAGED, VT_KIND_POOL, VT_KIND_VMM, VT_KIND_HOST } vt_kind;
+
+VT_HIDDEN const char *vt_api_name(vt_api api);
+VT_HIDDEN const char *vt_kind_name(vt_kind kind);
+
+/* Configuration, read once from the environment by the constructor. */
+typedef struct {
+    int disabled;       /* VRAMTAP_DISABLE=1, or vramtap stepped aside */
+    int debug;          /* VRAMTAP_DEBUG=1: route decisions on stderr */
+    int stacks;         /* VRAMTAP_STACKS (default 1) */
+    int python_stacks;  /* VRAMTAP_PYTHON_STACKS (default 1) */
+    int depth;          /* VRAMTAP_DEPTH: native frames kept */
+    int oom_max;        /* VRAMTAP_OOM_MAX (default 4) */
+    int is_python;      /* the program is a Python interpreter */
+    char out_dir[4096]; /* VRAMTAP_OUT (default: working directory at start) */
+    char prog[256];     /* short program name */
+    char self_path[4096];
+} vt_config;
+
+extern VT_HIDDEN vt_config vt_cfg;
+
+/* Seconds since the library started (monotonic), and the wall clock of that start. */
+VT_HIDDEN double vt_now(void);
+VT_HIDDEN double vt_start_unix(void);
+
+/* One line on stderr, prefixed "vramtap: ". vt_warn_once keeps a flag per call site. */
+VT_HIDDEN void vt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define vt_warn_once(...)                                                                          \
+    do {                                                                                           \
+        static atomic_int warned_;                                                                 \
+        if (!atomic_exchange(&warned_, 1))                                                         \
+            vt_log(__VA_ARGS__);                                                                   \
+    } while (0)
+#define vt_debug(...)                                                                              \
+    do {                                                                                           \
+        if (vt_cfg.debug)                                                                          \
+            vt_log(__VA_ARGS__);                                                                   \
+    } while (0)
+
+/* The recursion guard: a wrapped runtime call that reaches a wrapped driver function underneath
+ * is one logical allocation. vt_guard_enter returns 1 for the outermost call on this thread. */
+extern VT_HIDDEN VT_TLS int vt_depth;
+static inline int vt_guard_enter(void)
+{
+    return vt_depth++ == 0;
+}
+static inline void vt_guard_leave(void)
+{
+    vt_depth--;
+}
+
+/* Process-wide facts the snapshot reports. */
+VT_HIDDEN const char *vt_cmdline(size_t *len);
+VT_HIDDEN void vt_env_note_set(const char *name, const char *value);
+VT_HIDDEN int vt_env_set_count(void);
+VT_HIDDEN const char *vt_env_set_name(int i);
+VT_HIDDEN const char *vt_env_set_value(int i);
+VT_HIDDEN const char *vt_mode_of(const char *framework, const char **reason);
+
+#endif

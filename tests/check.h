@@ -1,0 +1,43 @@
+/* Minimal checks for C tests: each failure prints where and what, and the test exits 1 at the
+ * end if any check failed. */
+#ifndef VT_CHECK_H
+#define VT_CHECK_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int check_failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                                      \
+        if (va_ != vb_) {                                                                          \
+            fprintf(stderr, "%s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, #b, va_,   \
+                    vb_);                                                                          \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ_STR(a, b)                                                                         \
+    do {                                                                                           \
+        const char *sa_ = (a), *sb_ = (b);                                                         \
+        if (!sa_ || !sb_ || strcmp(sa_, sb_)) {                                                    \
+            fprintf(stderr, "%s:%d: %s == %s: \"%s\" != \"%s\"\n", __FILE__, __LINE__, #a, #b,     \
+                    sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");                                   \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_DONE() (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
+
+#endif
