@@ -27,8 +27,9 @@ extern "C" {
 /* Status values returned by the API. */
 #define VRAMTAP_OK 0
 #define VRAMTAP_EUNKNOWN -1 /* not a phase name (see VRAMTAP_PHASES in docs/api.md) */
-#define VRAMTAP_ENESTED -2  /* begin while another phase is open: the old one is closed first */
-#define VRAMTAP_ENOTOPEN -3 /* end of a phase that is not the open one: ignored */
+#define VRAMTAP_ENESTED -2  /* begun inside an open phase: no new phase instance; end it as usual  \
+                             */
+#define VRAMTAP_ENOTOPEN -3 /* end of a phase that is not the innermost open one: ignored */
 
 /* Open the phase `name` ("forward", "backward", "optimizer", case-insensitive, or an alias
  * from VRAMTAP_PHASES). */

@@ -143,8 +143,8 @@ VT_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s)
     return alloc_async(REAL(cuMemAllocAsync_ptsz), 1, p, size, s);
 }
 
-static CUresult alloc_from_pool(__typeof__(&cuMemAllocFromPoolAsync) real, int ptsz,
-                                CUdeviceptr *p, size_t size, CUmemoryPool pool, CUstream s)
+static CUresult alloc_from_pool(__typeof__(&cuMemAllocFromPoolAsync) real, int ptsz, CUdeviceptr *p,
+                                size_t size, CUmemoryPool pool, CUstream s)
 {
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;

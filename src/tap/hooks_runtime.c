@@ -17,8 +17,7 @@
 
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
-cudaError_t cudaMallocFromPoolAsync_ptsz(void **p, size_t size, cudaMemPool_t pool,
-                                         cudaStream_t s);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **p, size_t size, cudaMemPool_t pool, cudaStream_t s);
 cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fn, unsigned long long flags,
                                          enum cudaDriverEntryPointQueryResult *status);
 cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fn,
@@ -94,7 +93,8 @@ VT_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, siz
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, pitch, width, height);
     vt_guard_leave();
-    uint64_t size = rc == cudaSuccess && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
+    uint64_t size =
+        rc == cudaSuccess && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
     note(outer, rc, VT_API_cudaMallocPitch, VT_KIND_DEVICE, current_device(), p ? *p : NULL, size);
     return rc;
 }
@@ -297,6 +297,6 @@ VT_EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
     const char *symbol, void **fn, unsigned int version, unsigned long long flags,
     enum cudaDriverEntryPointQueryResult *status)
 {
-    return entry_point_by_version(REAL(cudaGetDriverEntryPointByVersion_ptsz), symbol, fn,
-                                  version, flags, status);
+    return entry_point_by_version(REAL(cudaGetDriverEntryPointByVersion_ptsz), symbol, fn, version,
+                                  flags, status);
 }

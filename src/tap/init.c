@@ -41,11 +41,21 @@ static struct {
 } modes[3];
 
 static const char *const api_names[VT_API_COUNT] = {
-    "cudaMalloc",          "cudaMallocAsync",      "cudaMallocFromPoolAsync",
-    "cudaMallocManaged",   "cudaMallocPitch",      "cudaMalloc3D",
-    "cudaMallocHost",      "cudaHostAlloc",        "cuMemAlloc_v2",
-    "cuMemAllocPitch_v2",  "cuMemAllocManaged",    "cuMemAllocAsync",
-    "cuMemAllocFromPoolAsync", "cuMemCreate",      "cuMemHostAlloc",
+    "cudaMalloc",
+    "cudaMallocAsync",
+    "cudaMallocFromPoolAsync",
+    "cudaMallocManaged",
+    "cudaMallocPitch",
+    "cudaMalloc3D",
+    "cudaMallocHost",
+    "cudaHostAlloc",
+    "cuMemAlloc_v2",
+    "cuMemAllocPitch_v2",
+    "cuMemAllocManaged",
+    "cuMemAllocAsync",
+    "cuMemAllocFromPoolAsync",
+    "cuMemCreate",
+    "cuMemHostAlloc",
     "cuMemAllocHost_v2",
 };
 

@@ -9,6 +9,7 @@
 
 #include "phase.h"
 #include "tap.h"
+#include "vramtap.h"
 
 /* Per thread, whether each pushed level opened a phase (push/pop ranges nest per thread). */
 #define MAX_LEVELS 128
@@ -19,9 +20,13 @@ static VT_TLS int level;
  * none) in its low bits. */
 static atomic_ullong next_range_id = 1;
 
-static int phase_of_ascii(const char *msg)
+/* A begin that was taken (a new phase instance, or nested in the open one) needs its end. */
+static int begun(int phase)
 {
-    return vt_phase_lookup(msg);
+    if (phase < 0)
+        return 0;
+    int rc = vt_phase_begin(phase);
+    return rc == VRAMTAP_OK || rc == VRAMTAP_ENESTED;
 }
 
 static int phase_of_wide(const wchar_t *msg)
@@ -44,7 +49,7 @@ static int phase_of_attr(const nvtxEventAttributes_t *a)
     if (!a)
         return -1;
     if (a->messageType == NVTX_MESSAGE_TYPE_ASCII)
-        return phase_of_ascii(a->message.ascii);
+        return vt_phase_lookup(a->message.ascii);
     if (a->messageType == NVTX_MESSAGE_TYPE_UNICODE)
         return phase_of_wide(a->message.unicode);
     return -1;
@@ -54,13 +59,13 @@ static int push(int phase)
 {
     int lvl = level++;
     if (lvl < MAX_LEVELS)
-        pushed_phase[lvl] = phase >= 0 && vt_phase_begin(phase) == 0 ? (uint8_t)(phase + 1) : 0;
+        pushed_phase[lvl] = begun(phase) ? (uint8_t)(phase + 1) : 0;
     return lvl;
 }
 
 static int NVTX_API range_push_a(const char *msg)
 {
-    return push(phase_of_ascii(msg));
+    return push(vt_phase_lookup(msg));
 }
 
 static int NVTX_API range_push_w(const wchar_t *msg)
@@ -86,14 +91,14 @@ static int NVTX_API range_pop(void)
 static nvtxRangeId_t start(int phase)
 {
     unsigned long long id = atomic_fetch_add(&next_range_id, 1) << 3;
-    if (phase >= 0 && vt_phase_begin(phase) == 0)
+    if (begun(phase))
         id |= (unsigned long long)(phase + 1);
     return id;
 }
 
 static nvtxRangeId_t NVTX_API range_start_a(const char *msg)
 {
-    return start(phase_of_ascii(msg));
+    return start(vt_phase_lookup(msg));
 }
 
 static nvtxRangeId_t NVTX_API range_start_w(const wchar_t *msg)

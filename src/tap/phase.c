@@ -78,18 +78,16 @@ int vt_phase_begin(int phase)
 {
     int rc = VRAMTAP_OK;
     vt_lock();
-    if (nopen == MAX_OPEN) {
-        rc = VRAMTAP_ENESTED;
-    } else if (nopen++ > 0) {
-        open_phases[nopen - 1] = (uint8_t)phase;
+    if (nopen++ > 0) {
+        if (nopen <= MAX_OPEN)
+            open_phases[nopen - 1] = (uint8_t)phase;
         rc = VRAMTAP_ENESTED;
     } else {
         open_phases[0] = (uint8_t)phase;
-        double now = vt_now();
         vt_state.instance++;
         vt_state.phase = (uint8_t)phase;
         vt_state.markers = 1;
-        vt_span_open_locked((uint8_t)phase, now);
+        vt_span_open_locked((uint8_t)phase, vt_now());
     }
     vt_unlock();
     return rc;
@@ -99,7 +97,8 @@ int vt_phase_end(int phase)
 {
     int rc = VRAMTAP_OK;
     vt_lock();
-    if (!nopen || open_phases[nopen - 1] != phase) {
+    /* Past the stored depth the names cannot be checked; the count still pairs them. */
+    if (!nopen || (nopen <= MAX_OPEN && open_phases[nopen - 1] != phase)) {
         rc = VRAMTAP_ENOTOPEN;
     } else if (--nopen == 0) {
         vt_span_close_locked(vt_now());

@@ -41,8 +41,9 @@ static void write_mark(FILE *f, const vt_mark *m)
 
 static void write_rec(FILE *f, const vt_rec *r, int *first, sitemap *sm)
 {
-    fprintf(f, "%s\n  {\"id\": %llu, \"device\": %d, \"size\": %llu, \"address\": ",
-            *first ? "" : ",", (unsigned long long)r->id, r->device, (unsigned long long)r->size);
+    fprintf(f,
+            "%s\n  {\"id\": %llu, \"device\": %d, \"size\": %llu, \"address\": ", *first ? "" : ",",
+            (unsigned long long)r->id, r->device, (unsigned long long)r->size);
     *first = 0;
     vt_json_addr(f, r->address);
     fprintf(f, ", \"api\": \"%s\", \"kind\": \"%s\", \"birth_time_s\": ", vt_api_name(r->api),
@@ -133,7 +134,8 @@ static void write_env(FILE *f)
 static void write_rank(FILE *f)
 {
     static const char *const sources[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
-    static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"};
+    static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID",
+                                        "OMPI_COMM_WORLD_LOCAL_RANK"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         const char *v = getenv(sources[i]);
         char *end;
@@ -182,8 +184,7 @@ static void write_counters(FILE *f)
             (unsigned long long)c->oom_calls, (unsigned long long)c->host_allocs,
             (unsigned long long)c->host_frees, (unsigned long long)c->vmm_creates,
             (unsigned long long)c->vmm_releases, (unsigned long long)c->vmm_maps,
-            (unsigned long long)c->vmm_unmaps,
-            (unsigned long long)atomic_load(&vt_nested_calls),
+            (unsigned long long)c->vmm_unmaps, (unsigned long long)atomic_load(&vt_nested_calls),
             (unsigned long long)c->dropped);
 }
 
@@ -333,8 +334,7 @@ static void write_doc(FILE *f, const vt_oom *oom)
             "\"host\": {\"peak_bytes\": %llu, \"peak_time_s\": %.6f, \"live_bytes_at_end\": "
             "%llu, \"allocations\": %llu},\n",
             (unsigned long long)vt_state.hostmem.peak, vt_state.hostmem.peak_time,
-            (unsigned long long)vt_state.hostmem.live,
-            (unsigned long long)vt_state.hostmem.allocs);
+            (unsigned long long)vt_state.hostmem.live, (unsigned long long)vt_state.hostmem.allocs);
     fputs("\"allocations\": [", f);
     write_allocations(f, oom, &sm);
     fputs("],\n", f);

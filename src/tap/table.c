@@ -286,8 +286,8 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
     vt_lock();
     vt_state.c.vmm_creates++;
     if (device_ok(device)) {
-        vt_rec *r = insert(&vt_state.vmm, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size,
-                           site);
+        vt_rec *r =
+            insert(&vt_state.vmm, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site);
         if (r) {
             r->refs = 1;
             account_alloc(r);

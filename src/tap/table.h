@@ -17,7 +17,13 @@ extern __attribute__((visibility("hidden"))) int vt_hash_oom;
 
 #include "tap.h"
 
-typedef enum { VT_PHASE_SETUP, VT_PHASE_FORWARD, VT_PHASE_BACKWARD, VT_PHASE_OPTIMIZER, VT_PHASE_OTHER } vt_phase;
+typedef enum {
+    VT_PHASE_SETUP,
+    VT_PHASE_FORWARD,
+    VT_PHASE_BACKWARD,
+    VT_PHASE_OPTIMIZER,
+    VT_PHASE_OTHER
+} vt_phase;
 
 VT_HIDDEN const char *vt_phase_name(vt_phase p);
 
@@ -83,7 +89,7 @@ typedef struct {
     int error;
     int retry_succeeded;
     int64_t free_bytes, total_bytes; /* -1 when unknown */
-    int written; /* a post-mortem file was written for it */
+    int written;                     /* a post-mortem file was written for it */
 } vt_oom;
 
 #define VT_MAX_OOMS 256
@@ -92,9 +98,9 @@ typedef struct {
 /* Everything below is guarded by vt_state.lock. */
 typedef struct {
     uint64_t seq, next_id;
-    vt_rec *live;   /* device allocations by address */
-    vt_rec *vmm;    /* VMM physical allocations by handle */
-    vt_rec *host;   /* pinned host allocations by address */
+    vt_rec *live;          /* device allocations by address */
+    vt_rec *vmm;           /* VMM physical allocations by handle */
+    vt_rec *host;          /* pinned host allocations by address */
     struct vt_vmap *vmaps; /* VMM mappings by address */
     vt_device dev[VT_MAX_DEVICES];
     vt_counters c;
@@ -103,11 +109,11 @@ typedef struct {
         double peak_time;
     } hostmem;
     /* phases */
-    uint8_t phase;      /* current: VT_PHASE_* */
+    uint8_t phase; /* current: VT_PHASE_* */
     uint32_t step, instance;
-    int markers;        /* any phase ever opened */
-    vt_span open;       /* the phase instance in progress (valid while phase is in-phase) */
-    vt_span *spans;     /* closed phase instances of the first VT_TIMELINE_STEPS steps */
+    int markers;    /* any phase ever opened */
+    vt_span open;   /* the phase instance in progress (valid while phase is in-phase) */
+    vt_span *spans; /* closed phase instances of the first VT_TIMELINE_STEPS steps */
     size_t nspans, capspans;
     struct {
         uint64_t instances;

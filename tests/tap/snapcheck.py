@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Run a test program under the preloaded library and hold its snapshots to the program's own
+account.
+
+The program keeps an independent model of what it did and prints what vramtap must have
+recorded, one expectation a line, on stdout:
+
+    EXPECT [pid=N] peak DEV BYTES            devices[DEV].peak_bytes
+    EXPECT [pid=N] live_at_end DEV BYTES     devices[DEV].live_bytes_at_end
+    EXPECT [pid=N] allocs DEV N              devices[DEV].allocs
+    EXPECT [pid=N] devices N                 number of devices in the snapshot
+    EXPECT [pid=N] counter NAME N            counters[NAME]
+    EXPECT [pid=N] at_peak DEV ADDR SIZE API one allocation live at DEV's peak; all listed for a
+                                             device must be exactly the snapshot's set
+    EXPECT [pid=N] at_peak_count DEV N       number of allocations live at DEV's peak
+    EXPECT [pid=N] birth ADDR PHASE STEP     birth phase and step of the allocation at ADDR
+    EXPECT [pid=N] death ADDR PHASE STEP     death phase and step ("null null": alive at end)
+    EXPECT [pid=N] peak_at DEV PHASE STEP    phase and step of DEV's peak
+    EXPECT [pid=N] markers true|false        phase_markers
+    EXPECT [pid=N] steps N                   steps
+    EXPECT [pid=N] host_peak BYTES           host.peak_bytes
+    EXPECT [pid=N] no_snapshot               no exit snapshot for that process
+    EXPECT [pid=N] oom_files N               post-mortem files written
+    EXPECT [pid=N] oom N FIELD VALUE         oom_events[N-1][FIELD] (retry_succeeded true|false)
+    EXPECT stderr REGEX N                    lines of stderr matching REGEX
+
+pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] -- PROG ARGS
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    args = sys.argv[1:]
+    env = dict(os.environ)
+    want_exit = 0
+    while args and args[0] != "--":
+        if args[0] == "--env":
+            k, _, v = args[1].partition("=")
+            env[k] = v
+            args = args[2:]
+        elif args[0] == "--exit":
+            want_exit = int(args[1])
+            args = args[2:]
+        else:
+            sys.exit("snapcheck: unknown option " + args[0])
+    cmd = args[1:]
+    out = tempfile.mkdtemp(prefix="vt-test-")
+    env.setdefault("VRAMTAP_OUT", out)
+    env["LD_PRELOAD"] = env["VT_PRELOAD"] + (
+        ":" + env["VT_PRELOAD_EXTRA"] if env.get("VT_PRELOAD_EXTRA") else "")
+    env["LD_LIBRARY_PATH"] = env["VT_STANDIN_DIR"] + (
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    stdout, stderr = p.communicate(timeout=600)
+    sys.stderr.write(stderr)
+    failures = []
+    if p.returncode != want_exit:
+        failures.append("exit status %d, expected %d" % (p.returncode, want_exit))
+
+    snaps = {}
+    ooms = {}
+    for path in glob.glob(os.path.join(env["VRAMTAP_OUT"], "vramtap.*.json")):
+        with open(path) as f:
+            doc = json.load(f)  # a file that is not valid JSON fails the test here
+        if doc.get("kind") == "oom":
+            ooms.setdefault(doc["pid"], []).append(doc)
+        else:
+            snaps[doc["pid"]] = doc
+    leftovers = glob.glob(os.path.join(env["VRAMTAP_OUT"], "*.tmp"))
+    if leftovers:
+        failures.append("temporary files left behind: %s" % leftovers)
+
+    expected_at_peak = {}
+    nexpect = 0
+    for line in stdout.splitlines():
+        if not line.startswith("EXPECT "):
+            continue
+        nexpect += 1
+        words = line.split()[1:]
+        pid = p.pid
+        if words[0].startswith("pid="):
+            pid = int(words[0][4:])
+            words = words[1:]
+        what, rest = words[0], words[1:]
+        if what == "stderr":
+            n = sum(1 for l in stderr.splitlines() if re.search(rest[0], l))
+            if n != int(rest[1]):
+                failures.append("%d stderr lines match %r, expected %s" % (n, rest[0], rest[1]))
+            continue
+        if what == "oom_files":
+            n = len(ooms.get(pid, []))
+            if n != int(rest[0]):
+                failures.append("pid %d: %d oom files, expected %s" % (pid, n, rest[0]))
+            continue
+        if what == "no_snapshot":
+            if pid in snaps:
+                failures.append("pid %d wrote a snapshot, expected none" % pid)
+            continue
+        doc = snaps.get(pid)
+        if doc is None:
+            failures.append("pid %d wrote no snapshot (%s)" % (pid, line))
+            continue
+        check(doc, what, rest, failures, expected_at_peak, pid)
+    for (pid, dev), want in expected_at_peak.items():
+        doc = snaps.get(pid)
+        if doc is None:
+            continue
+        got = sorted((a["address"], a["size"], a["api"]) for a in doc["allocations"]
+                     if a["device"] == dev)
+        if got != sorted(want):
+            missing = sorted(set(want) - set(got))[:5]
+            extra = sorted(set(got) - set(want))[:5]
+            failures.append("pid %d device %d: live-at-peak set differs (%d vs %d expected); "
+                            "missing %s extra %s" % (pid, dev, len(got), len(want), missing,
+                                                     extra))
+    if nexpect == 0:
+        failures.append("the program printed no expectations")
+    for f in failures:
+        print("FAIL:", f)
+    print("%d expectations, %d failures" % (nexpect, len(failures)))
+    sys.exit(1 if failures else 0)
+
+
+def device(doc, dev):
+    for d in doc["devices"]:
+        if d["device"] == dev:
+            return d
+    return None
+
+
+def by_address(doc, addr):
+    found = [a for a in doc["allocations"] if a["address"] == addr]
+    return found[0] if len(found) == 1 else None
+
+
+def check(doc, what, rest, failures, expected_at_peak, pid):
+    def expect(got, want, label):
+        if got != want:
+            failures.append("pid %d %s: got %r, expected %r" % (pid, label, got, want))
+
+    if what in ("peak", "live_at_end", "allocs"):
+        key = {"peak": "peak_bytes", "live_at_end": "live_bytes_at_end", "allocs": "allocs"}[what]
+        d = device(doc, int(rest[0]))
+        expect(d and d[key], int(rest[1]), "device %s %s" % (rest[0], key))
+    elif what == "devices":
+        expect(len(doc["devices"]), int(rest[0]), "device count")
+    elif what == "counter":
+        expect(doc["counters"].get(rest[0]), int(rest[1]), "counter " + rest[0])
+    elif what == "at_peak":
+        expected_at_peak.setdefault((pid, int(rest[0])), []).append(
+            (rest[1], int(rest[2]), rest[3]))
+    elif what == "at_peak_count":
+        n = sum(1 for a in doc["allocations"] if a["device"] == int(rest[0]))
+        expect(n, int(rest[1]), "allocations at device %s peak" % rest[0])
+    elif what in ("birth", "death"):
+        a = by_address(doc, rest[0])
+        if a is None:
+            failures.append("pid %d: no single allocation at %s in the peak set" % (pid, rest[0]))
+            return
+        mark = a[what]
+        got = [mark["phase"], mark["step"]] if mark else [None, None]
+        want = [None if rest[1] == "null" else rest[1], None if rest[2] == "null" else int(rest[2])]
+        expect(got, want, "%s of %s" % (what, rest[0]))
+    elif what == "peak_at":
+        d = device(doc, int(rest[0]))
+        expect(d and [d["peak_phase"], d["peak_step"]], [rest[1], int(rest[2])],
+               "device %s peak phase/step" % rest[0])
+    elif what == "markers":
+        expect(doc["phase_markers"], rest[0] == "true", "phase_markers")
+    elif what == "steps":
+        expect(doc["steps"], int(rest[0]), "steps")
+    elif what == "host_peak":
+        expect(doc["host"]["peak_bytes"], int(rest[0]), "host peak")
+    elif what == "oom":
+        ev = doc["oom_events"][int(rest[0]) - 1] if len(doc["oom_events"]) >= int(rest[0]) else {}
+        want = rest[2]
+        if want in ("true", "false"):
+            want = want == "true"
+        elif re.fullmatch(r"-?\d+", want):
+            want = int(want)
+        expect(ev.get(rest[1]), want, "oom %s %s" % (rest[0], rest[1]))
+    else:
+        failures.append("unknown expectation " + what)
+
+
+if __name__ == "__main__":
+    main()
