@@ -20,7 +20,7 @@ static atomic_int known_ready;
 static void *known[VT_DRV_COUNT]; /* libcuda's own address of each function */
 
 /* glibc's dlsym, found by version so that our own dlsym is never found again. */
-static dlsym_fn get_real_dlsym(void)
+VT_NO_SANITIZE static dlsym_fn get_real_dlsym(void)
 {
     dlsym_fn f = atomic_load_explicit(&real_dlsym, memory_order_acquire);
     if (f)
@@ -118,7 +118,7 @@ static void *dlsym_unavailable(void *handle, const char *name)
  * function the stub jumps to with the caller's own arguments and return address. glibc
  * resolves RTLD_NEXT (and the namespace of RTLD_DEFAULT) relative to the return address it
  * sees, so everything that is not redirected must reach it by a jump, not a call. */
-VT_HIDDEN void *vt_dlsym_target(void *handle, const char *name, void *caller)
+VT_HIDDEN VT_NO_SANITIZE void *vt_dlsym_target(void *handle, const char *name, void *caller)
 {
     dlsym_fn real = get_real_dlsym();
     if (!real)
