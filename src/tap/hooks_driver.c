@@ -17,13 +17,11 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s);
 CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice *d);
 
-VT_HIDDEN atomic_ullong vt_nested_calls;
-
 /* 1 when this call is to be recorded: the outermost wrapped call on the thread. */
 static int recording(int outer)
 {
     if (!outer) {
-        atomic_fetch_add_explicit(&vt_nested_calls, 1, memory_order_relaxed);
+        vt_nested_pending++;
         return 0;
     }
     return !vt_cfg.disabled;
@@ -42,6 +40,8 @@ static int context_device(void)
  * cuStreamGetDevice, and then the pointer tells. */
 static int stream_device(CUstream s, int ptsz, CUdeviceptr p)
 {
+    if (s == 0 || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return context_device();
     CUdevice d;
     __typeof__(&cuStreamGetDevice) get =
         ptsz ? REAL(cuStreamGetDevice_ptsz) : REAL(cuStreamGetDevice);

@@ -43,6 +43,18 @@ static int pointer_device(const void *p)
     return current_device();
 }
 
+/* The default streams belong to the current device; any other stream knows its device. */
+static int stream_device(cudaStream_t s, const void *p)
+{
+    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread)
+        return current_device();
+    int d;
+    __typeof__(&cudaStreamGetDevice) get = REAL(cudaStreamGetDevice);
+    if (get && get(s, &d) == cudaSuccess)
+        return d;
+    return pointer_device(p);
+}
+
 static void note(int outer, cudaError_t rc, vt_api api, vt_kind kind, int device, void *p,
                  uint64_t size)
 {
@@ -135,8 +147,7 @@ static cudaError_t malloc_async(__typeof__(&cudaMallocAsync) real, void **p, siz
     cudaError_t rc = real(p, size, s);
     vt_guard_leave();
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
-    note(outer, rc, VT_API_cudaMallocAsync, VT_KIND_POOL,
-         ptr ? pointer_device(ptr) : current_device(), ptr, size);
+    note(outer, rc, VT_API_cudaMallocAsync, VT_KIND_POOL, stream_device(s, ptr), ptr, size);
     return rc;
 }
 

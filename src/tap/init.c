@@ -21,6 +21,7 @@
 
 VT_HIDDEN vt_config vt_cfg;
 VT_HIDDEN VT_TLS int vt_depth;
+VT_HIDDEN VT_TLS uint64_t vt_nested_pending;
 
 static struct timespec start_mono;
 static double start_wall;
@@ -70,11 +71,67 @@ const char *vt_kind_name(vt_kind kind)
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "device";
 }
 
-double vt_now(void)
+static int use_tsc;
+static uint64_t start_ticks, cal_ticks;
+static double cal_seconds; /* monotonic seconds from start to cal_ticks */
+
+static double mono_since_start(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)(t.tv_sec - start_mono.tv_sec) + (double)(t.tv_nsec - start_mono.tv_nsec) * 1e-9;
+}
+
+uint64_t vt_clock(void)
+{
+#if defined(__x86_64__)
+    if (use_tsc)
+        return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    if (use_tsc) {
+        uint64_t v;
+        __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+    }
+#endif
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void vt_clock_calibrate(void)
+{
+    cal_ticks = vt_clock();
+    cal_seconds = mono_since_start();
+}
+
+double vt_seconds(uint64_t ticks)
+{
+    if (!use_tsc)
+        return (double)(ticks - start_ticks) * 1e-9;
+    if (cal_ticks <= start_ticks)
+        return 0;
+    return (double)(int64_t)(ticks - start_ticks) * cal_seconds / (double)(cal_ticks - start_ticks);
+}
+
+/* The TSC (or the ARM generic timer) counts at a constant rate when the kernel uses it as its
+ * own clock source; anywhere else, clock_gettime. */
+static void clock_init(void)
+{
+#if defined(__x86_64__)
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+    char src[64] = "";
+    if (f) {
+        if (!fgets(src, sizeof src, f))
+            src[0] = 0;
+        fclose(f);
+    }
+    use_tsc = !strcmp(src, "tsc\n");
+#elif defined(__aarch64__)
+    use_tsc = 1;
+#endif
+    start_ticks = vt_clock();
+    clock_gettime(CLOCK_MONOTONIC, &start_mono);
 }
 
 double vt_start_unix(void)
@@ -307,7 +364,7 @@ static void fork_child(void)
 
 __attribute__((constructor)) static void vt_init(void)
 {
-    clock_gettime(CLOCK_MONOTONIC, &start_mono);
+    clock_init();
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     start_wall = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9;

@@ -87,7 +87,7 @@ int vt_phase_begin(int phase)
         vt_state.instance++;
         vt_state.phase = (uint8_t)phase;
         vt_state.markers = 1;
-        vt_span_open_locked((uint8_t)phase, vt_now());
+        vt_span_open_locked((uint8_t)phase, vt_clock());
     }
     vt_unlock();
     return rc;
@@ -101,7 +101,7 @@ int vt_phase_end(int phase)
     if (!nopen || (nopen <= MAX_OPEN && open_phases[nopen - 1] != phase)) {
         rc = VRAMTAP_ENOTOPEN;
     } else if (--nopen == 0) {
-        vt_span_close_locked(vt_now());
+        vt_span_close_locked(vt_clock());
         vt_state.phase = VT_PHASE_OTHER;
         if (phase == VT_PHASE_OPTIMIZER)
             vt_state.step++;

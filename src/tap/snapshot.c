@@ -48,9 +48,9 @@ static void write_rec(FILE *f, const vt_rec *r, int *first, sitemap *sm)
     vt_json_addr(f, r->address);
     fprintf(f, ", \"api\": \"%s\", \"kind\": \"%s\", \"birth_time_s\": ", vt_api_name(r->api),
             vt_kind_name(r->kind));
-    vt_json_time(f, r->birth.time);
+    vt_json_time(f, vt_seconds(r->birth.time));
     fputs(", \"death_time_s\": ", f);
-    vt_json_time(f, r->dead ? r->death.time : -1);
+    vt_json_time(f, r->dead ? vt_seconds(r->death.time) : -1);
     fprintf(f, ", \"birth_seq\": %llu, \"death_seq\": ", (unsigned long long)r->birth.seq);
     if (r->dead)
         fprintf(f, "%llu", (unsigned long long)r->death.seq);
@@ -172,7 +172,6 @@ static void write_command(FILE *f)
 static void write_counters(FILE *f)
 {
     const vt_counters *c = &vt_state.c;
-    extern VT_HIDDEN atomic_ullong vt_nested_calls;
     fprintf(f,
             "\"counters\": {\"allocs\": %llu, \"frees\": %llu, \"unknown_frees\": %llu, "
             "\"failed_calls\": %llu, \"oom_calls\": %llu, \"host_allocs\": %llu, "
@@ -184,7 +183,7 @@ static void write_counters(FILE *f)
             (unsigned long long)c->oom_calls, (unsigned long long)c->host_allocs,
             (unsigned long long)c->host_frees, (unsigned long long)c->vmm_creates,
             (unsigned long long)c->vmm_releases, (unsigned long long)c->vmm_maps,
-            (unsigned long long)c->vmm_unmaps, (unsigned long long)atomic_load(&vt_nested_calls),
+            (unsigned long long)c->vmm_unmaps, (unsigned long long)c->nested_calls,
             (unsigned long long)c->dropped);
 }
 
@@ -200,7 +199,7 @@ static void write_devices(FILE *f)
                 "%s\n  {\"device\": %d, \"uuid\": null, \"name\": null, \"total_bytes\": null, "
                 "\"peak_bytes\": %llu, \"peak_time_s\": ",
                 first ? "" : ",", d, (unsigned long long)dev->peak);
-        vt_json_time(f, dev->peak_time);
+        vt_json_time(f, vt_seconds(dev->peak_time));
         fprintf(f,
                 ", \"peak_seq\": %llu, \"peak_phase\": \"%s\", \"peak_step\": %u, "
                 "\"live_bytes_at_end\": %llu, \"allocs\": %llu, \"reserved\": null, "
@@ -219,9 +218,9 @@ static void write_timeline(FILE *f)
         const vt_span *s = &vt_state.spans[i];
         fprintf(f, "%s\n  {\"instance\": %u, \"phase\": \"%s\", \"step\": %u, \"start_s\": ",
                 i ? "," : "", s->instance, vt_phase_name(s->phase), s->step);
-        vt_json_time(f, s->start);
+        vt_json_time(f, vt_seconds(s->start));
         fputs(", \"end_s\": ", f);
-        vt_json_time(f, s->end);
+        vt_json_time(f, s->end ? vt_seconds(s->end) : -1);
         fputs(", \"devices\": [", f);
         int first = 1;
         for (int d = 0; d < VT_MAX_DEVICES; d++) {
@@ -265,7 +264,7 @@ static void write_oom_fields(FILE *f, const vt_oom *o, sitemap *sm)
     fprintf(f,
             "\"n\": %d, \"time_s\": %.6f, \"device\": %d, \"size\": %llu, \"api\": \"%s\", "
             "\"phase\": \"%s\", \"step\": %u, \"site\": ",
-            o->n, o->time, o->device, (unsigned long long)o->size, vt_api_name(o->api),
+            o->n, vt_seconds(o->time), o->device, (unsigned long long)o->size, vt_api_name(o->api),
             vt_phase_name(o->phase), o->step);
     site_ref(f, sm, o->site);
 }
@@ -300,6 +299,7 @@ static void write_int_or_null(FILE *f, int64_t v)
 
 static void write_doc(FILE *f, const vt_oom *oom)
 {
+    vt_clock_calibrate();
     uint32_t nsites = vt_stack_count();
     sitemap sm = {.cap = nsites};
     if (nsites) {
@@ -320,7 +320,8 @@ static void write_doc(FILE *f, const vt_oom *oom)
     vt_json_str(f, vt_cfg.prog);
     fputs(",\n", f);
     write_command(f);
-    fprintf(f, "\"start_unix\": %.6f, \"end_time_s\": %.6f,\n", vt_start_unix(), vt_now());
+    fprintf(f, "\"start_unix\": %.6f, \"end_time_s\": %.6f,\n", vt_start_unix(),
+            vt_seconds(vt_clock()));
     write_rank(f);
     write_env(f);
     fprintf(f, "\"phase_markers\": %s, \"steps\": %u,\n", vt_state.markers ? "true" : "false",
@@ -333,7 +334,7 @@ static void write_doc(FILE *f, const vt_oom *oom)
     fprintf(f,
             "\"host\": {\"peak_bytes\": %llu, \"peak_time_s\": %.6f, \"live_bytes_at_end\": "
             "%llu, \"allocations\": %llu},\n",
-            (unsigned long long)vt_state.hostmem.peak, vt_state.hostmem.peak_time,
+            (unsigned long long)vt_state.hostmem.peak, vt_seconds(vt_state.hostmem.peak_time),
             (unsigned long long)vt_state.hostmem.live, (unsigned long long)vt_state.hostmem.allocs);
     fputs("\"allocations\": [", f);
     write_allocations(f, oom, &sm);

@@ -7,10 +7,26 @@
 #include "stacks.h"
 #include "table.h"
 
+/* Every key here is an address or a handle: a multiplicative mix is enough and much cheaper
+ * than uthash's general-purpose default. */
+#undef HASH_FUNCTION
+#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = addr_hash(keyptr))
+
+static inline unsigned addr_hash(const void *key)
+{
+    uint64_t a;
+    memcpy(&a, key, sizeof a);
+    a ^= a >> 33;
+    a *= 0xff51afd7ed558ccdULL;
+    a ^= a >> 33;
+    return (unsigned)a;
+}
+
 VT_HIDDEN vt_state_t vt_state;
 VT_HIDDEN int vt_hash_oom;
 
-static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Adaptive: critical sections are a few dozen instructions, shorter than a sleep and wake. */
+static pthread_mutex_t state_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static vt_rec *free_recs;
 static int pending_ooms;
 
@@ -26,6 +42,8 @@ struct vt_vmap {
 void vt_lock(void)
 {
     pthread_mutex_lock(&state_lock);
+    vt_state.c.nested_calls += vt_nested_pending;
+    vt_nested_pending = 0;
 }
 
 void vt_unlock(void)
@@ -41,7 +59,7 @@ static int in_phase(uint8_t phase)
 vt_mark vt_mark_now_locked(void)
 {
     vt_mark m = {.seq = ++vt_state.seq,
-                 .time = vt_now(),
+                 .time = vt_clock(),
                  .step = vt_state.step,
                  .instance = vt_state.instance,
                  .phase = vt_state.phase};
@@ -379,7 +397,7 @@ void vt_note_vmm_unmap(uintptr_t addr, uint64_t size)
     vt_unlock();
 }
 
-void vt_span_open_locked(uint8_t phase, double now)
+void vt_span_open_locked(uint8_t phase, uint64_t now)
 {
     vt_span *s = &vt_state.open;
     memset(s, 0, sizeof *s);
@@ -387,12 +405,12 @@ void vt_span_open_locked(uint8_t phase, double now)
     s->phase = phase;
     s->step = vt_state.step;
     s->start = now;
-    s->end = -1;
+    s->end = 0;
     for (int d = 0; d < VT_MAX_DEVICES; d++)
         s->live_start[d] = s->live_max[d] = vt_state.dev[d].live;
 }
 
-void vt_span_close_locked(double now)
+void vt_span_close_locked(uint64_t now)
 {
     vt_span *s = &vt_state.open;
     s->end = now;
@@ -468,6 +486,6 @@ void vt_table_reset_after_fork(void)
     vt_state.instance = instance;
     vt_state.markers = markers;
     if (in_phase(phase))
-        vt_span_open_locked(phase, vt_now());
+        vt_span_open_locked(phase, vt_clock());
     pending_ooms = 0;
 }

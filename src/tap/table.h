@@ -30,7 +30,7 @@ VT_HIDDEN const char *vt_phase_name(vt_phase p);
 /* When and in which phase an event happened. */
 typedef struct {
     uint64_t seq;
-    double time;
+    uint64_t time; /* ticks */
     uint32_t step;
     uint32_t instance;
     uint8_t phase;
@@ -58,7 +58,7 @@ typedef struct {
     uint32_t instance;
     uint8_t phase;
     uint32_t step;
-    double start, end; /* end < 0 while open */
+    uint64_t start, end; /* ticks; end is 0 while open */
     uint64_t live_start[VT_MAX_DEVICES], live_end[VT_MAX_DEVICES], live_max[VT_MAX_DEVICES];
 } vt_span;
 
@@ -66,7 +66,7 @@ typedef struct {
     int used;
     uint64_t live, peak, allocs;
     uint64_t peak_seq;
-    double peak_time;
+    uint64_t peak_time;
     uint8_t peak_phase;
     uint32_t peak_step;
     vt_rec *dead_head, *dead_tail; /* live at the peak, died since */
@@ -74,12 +74,12 @@ typedef struct {
 
 typedef struct {
     uint64_t allocs, frees, unknown_frees, failed_calls, oom_calls, host_allocs, host_frees;
-    uint64_t vmm_creates, vmm_releases, vmm_maps, vmm_unmaps, dropped;
+    uint64_t vmm_creates, vmm_releases, vmm_maps, vmm_unmaps, nested_calls, dropped;
 } vt_counters;
 
 typedef struct {
     int n;
-    double time;
+    uint64_t time;
     int device;
     uint64_t size;
     uint8_t api;
@@ -106,7 +106,7 @@ typedef struct {
     vt_counters c;
     struct {
         uint64_t live, peak, allocs;
-        double peak_time;
+        uint64_t peak_time;
     } hostmem;
     /* phases */
     uint8_t phase; /* current: VT_PHASE_* */
@@ -144,8 +144,8 @@ VT_HIDDEN void vt_note_vmm_unmap(uintptr_t addr, uint64_t size);
 
 /* Phases (called with the lock held by phase.c). */
 VT_HIDDEN vt_mark vt_mark_now_locked(void);
-VT_HIDDEN void vt_span_open_locked(uint8_t phase, double now);
-VT_HIDDEN void vt_span_close_locked(double now);
+VT_HIDDEN void vt_span_open_locked(uint8_t phase, uint64_t now);
+VT_HIDDEN void vt_span_close_locked(uint64_t now);
 
 /* The child of a fork starts with empty books. */
 VT_HIDDEN void vt_table_reset_after_fork(void);

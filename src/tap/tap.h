@@ -59,8 +59,13 @@ typedef struct {
 
 extern VT_HIDDEN vt_config vt_cfg;
 
-/* Seconds since the library started (monotonic), and the wall clock of that start. */
-VT_HIDDEN double vt_now(void);
+/* Time stamps are raw ticks (the TSC where the kernel trusts it, else CLOCK_MONOTONIC in ns):
+ * a stamp is taken on every event, so it must cost less than clock_gettime. vt_seconds turns
+ * ticks into seconds since start, interpolating between the start and the last
+ * vt_clock_calibrate(). */
+VT_HIDDEN uint64_t vt_clock(void);
+VT_HIDDEN void vt_clock_calibrate(void);
+VT_HIDDEN double vt_seconds(uint64_t ticks);
 VT_HIDDEN double vt_start_unix(void);
 
 /* One line on stderr, prefixed "vramtap: ". vt_warn_once keeps a flag per call site. */
@@ -84,6 +89,8 @@ static inline int vt_guard_enter(void)
 {
     return vt_depth++ == 0;
 }
+/* Nested calls seen by this thread and not yet added to the counters (which need the lock). */
+extern VT_HIDDEN VT_TLS uint64_t vt_nested_pending;
 static inline void vt_guard_leave(void)
 {
     vt_depth--;
