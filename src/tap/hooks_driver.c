@@ -153,8 +153,10 @@ static CUresult alloc_from_pool(__typeof__(&cuMemAllocFromPoolAsync) real, int p
     vt_guard_leave();
     if (recording(outer)) {
         CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
-        note(rc, VT_API_cuMemAllocFromPoolAsync, VT_KIND_POOL, stream_device(s, ptsz, ptr), ptr,
-             size);
+        int device = stream_device(s, ptsz, ptr);
+        if (ptr)
+            vt_note_pool(device, (uintptr_t)pool);
+        note(rc, VT_API_cuMemAllocFromPoolAsync, VT_KIND_POOL, device, ptr, size);
     }
     return rc;
 }

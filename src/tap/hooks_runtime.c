@@ -170,8 +170,10 @@ static cudaError_t malloc_from_pool(__typeof__(&cudaMallocFromPoolAsync) real, v
     cudaError_t rc = real(p, size, pool, s);
     vt_guard_leave();
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
-    note(outer, rc, VT_API_cudaMallocFromPoolAsync, VT_KIND_POOL,
-         ptr ? pointer_device(ptr) : current_device(), ptr, size);
+    int device = ptr ? pointer_device(ptr) : current_device();
+    if (outer && ptr)
+        vt_note_pool(device, (uintptr_t)pool);
+    note(outer, rc, VT_API_cudaMallocFromPoolAsync, VT_KIND_POOL, device, ptr, size);
     return rc;
 }
 

@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include "phase.h"
+#include "sample.h"
 #include "table.h"
 #include "vramtap.h"
 
@@ -90,12 +91,14 @@ int vt_phase_begin(int phase)
         vt_span_open_locked((uint8_t)phase, vt_clock());
     }
     vt_unlock();
+    if (rc == VRAMTAP_OK)
+        vt_sample_phase();
     return rc;
 }
 
 int vt_phase_end(int phase)
 {
-    int rc = VRAMTAP_OK;
+    int rc = VRAMTAP_OK, closed = 0;
     vt_lock();
     /* Past the stored depth the names cannot be checked; the count still pairs them. */
     if (!nopen || (nopen <= MAX_OPEN && open_phases[nopen - 1] != phase)) {
@@ -105,8 +108,11 @@ int vt_phase_end(int phase)
         vt_state.phase = VT_PHASE_OTHER;
         if (phase == VT_PHASE_OPTIMIZER)
             vt_state.step++;
+        closed = 1;
     }
     vt_unlock();
+    if (closed)
+        vt_sample_phase();
     return rc;
 }
 

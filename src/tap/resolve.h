@@ -34,7 +34,13 @@
     X(cuStreamGetDevice)                                                                           \
     X(cuStreamGetDevice_ptsz)                                                                      \
     X(cuPointerGetAttribute)                                                                       \
-    X(cuMemGetInfo_v2)
+    X(cuMemGetInfo_v2)                                                                             \
+    X(cuDeviceGet)                                                                                 \
+    X(cuDeviceGetName)                                                                             \
+    X(cuDeviceTotalMem_v2)                                                                         \
+    X(cuDeviceGetUuid_v2)                                                                          \
+    X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuMemPoolGetAttribute)
 
 typedef enum {
 #define VT_DRV_ENUM(name) VT_DRV_##name,

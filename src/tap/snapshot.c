@@ -187,6 +187,36 @@ static void write_counters(FILE *f)
             (unsigned long long)c->dropped);
 }
 
+static void write_int_or_null(FILE *f, int64_t v)
+{
+    if (v < 0)
+        fputs("null", f);
+    else
+        fprintf(f, "%lld", (long long)v);
+}
+
+static void write_samples(FILE *f, const vt_device *dev)
+{
+    static const char *const reasons[] = {"phase", "peak", "oom"};
+    fputs("[", f);
+    for (int i = 0; i < dev->nsamples; i++) {
+        const vt_sample *s = &dev->samples[i];
+        fprintf(f, "%s{\"time_s\": ", i ? ", " : "");
+        vt_json_time(f, vt_seconds(s->time));
+        fprintf(f, ", \"reason\": \"%s\", \"free_bytes\": %lld, \"total_bytes\": %lld",
+                reasons[s->reason], (long long)s->free_bytes, (long long)s->total_bytes);
+        static const char *const pool_keys[4] = {"pool_reserved_bytes", "pool_used_bytes",
+                                                 "pool_reserved_high_bytes",
+                                                 "pool_used_high_bytes"};
+        for (int k = 0; k < 4; k++) {
+            fprintf(f, ", \"%s\": ", pool_keys[k]);
+            write_int_or_null(f, s->have_pool ? (int64_t)s->pool[k] : -1);
+        }
+        fputc('}', f);
+    }
+    fputs("]", f);
+}
+
 static void write_devices(FILE *f)
 {
     fputs("\"devices\": [", f);
@@ -195,17 +225,30 @@ static void write_devices(FILE *f)
         const vt_device *dev = &vt_state.dev[d];
         if (!dev->used)
             continue;
-        fprintf(f,
-                "%s\n  {\"device\": %d, \"uuid\": null, \"name\": null, \"total_bytes\": null, "
-                "\"peak_bytes\": %llu, \"peak_time_s\": ",
-                first ? "" : ",", d, (unsigned long long)dev->peak);
+        fprintf(f, "%s\n  {\"device\": %d, \"uuid\": ", first ? "" : ",", d);
+        vt_json_str(f, dev->uuid[0] ? dev->uuid : NULL);
+        fputs(", \"name\": ", f);
+        vt_json_str(f, dev->name[0] ? dev->name : NULL);
+        fputs(", \"total_bytes\": ", f);
+        write_int_or_null(f, dev->total ? (int64_t)dev->total : -1);
+        fprintf(f, ", \"peak_bytes\": %llu, \"peak_time_s\": ", (unsigned long long)dev->peak);
         vt_json_time(f, vt_seconds(dev->peak_time));
         fprintf(f,
                 ", \"peak_seq\": %llu, \"peak_phase\": \"%s\", \"peak_step\": %u, "
-                "\"live_bytes_at_end\": %llu, \"allocs\": %llu, \"reserved\": null, "
-                "\"samples\": [], \"used_at_peak_bytes\": null}",
+                "\"live_bytes_at_end\": %llu, \"allocs\": %llu, \"reserved\": ",
                 (unsigned long long)dev->peak_seq, vt_phase_name(dev->peak_phase), dev->peak_step,
                 (unsigned long long)dev->live, (unsigned long long)dev->allocs);
+        if (dev->have_pool)
+            fprintf(f, "{\"source\": \"pool\", \"peak_bytes\": %llu, \"current_bytes\": %llu}",
+                    (unsigned long long)dev->pool_reserved_high,
+                    (unsigned long long)dev->pool_reserved_now);
+        else
+            fputs("null", f);
+        fputs(", \"samples\": ", f);
+        write_samples(f, dev);
+        fputs(", \"used_at_peak_bytes\": ", f);
+        write_int_or_null(f, dev->used_at_peak);
+        fputc('}', f);
         first = 0;
     }
     fputs("],\n", f);
@@ -287,14 +330,6 @@ static void write_ooms(FILE *f, sitemap *sm)
         fputc('}', f);
     }
     fputs("],\n", f);
-}
-
-static void write_int_or_null(FILE *f, int64_t v)
-{
-    if (v < 0)
-        fputs("null", f);
-    else
-        fprintf(f, "%lld", (long long)v);
 }
 
 static void write_doc(FILE *f, const vt_oom *oom)

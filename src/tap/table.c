@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "resolve.h"
+#include "sample.h"
 #include "snapshot.h"
 #include "stacks.h"
 #include "table.h"
@@ -94,12 +95,21 @@ static void release_dead(vt_device *d)
     d->dead_tail = NULL;
 }
 
-static void account_alloc(vt_rec *r)
+/* Returns VT_FIRST_USE and VT_NEW_PEAK flags for the sampling that follows outside the lock. */
+enum { VT_FIRST_USE = 1, VT_NEW_PEAK = 2 };
+
+static int account_alloc(vt_rec *r)
 {
     vt_device *d = &vt_state.dev[r->device];
-    d->used = 1;
+    int flags = 0;
+    if (!d->used) {
+        d->used = 1;
+        d->last_used = d->used_at_peak = -1;
+        flags |= VT_FIRST_USE;
+    }
     d->live += r->size;
     d->allocs++;
+    d->pool_allocs += r->kind == VT_KIND_POOL;
     vt_state.c.allocs++;
     vt_state.made_device_alloc = 1;
     if (d->live > d->peak) {
@@ -108,7 +118,9 @@ static void account_alloc(vt_rec *r)
         d->peak_time = r->birth.time;
         d->peak_phase = r->birth.phase;
         d->peak_step = r->birth.step;
+        d->used_at_peak = d->last_used;
         release_dead(d);
+        flags |= VT_NEW_PEAK;
     }
     if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
         vt_state.open.live_max[r->device] = d->live;
@@ -121,6 +133,7 @@ static void account_alloc(vt_rec *r)
             }
         }
     }
+    return flags;
 }
 
 /* The record leaves the live set: keep it if it was part of the peak, else recycle it. */
@@ -184,6 +197,7 @@ static int device_ok(int device)
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
     uint32_t site = vt_stack_here();
+    int flags = 0;
     vt_lock();
     if (device_ok(device)) {
         vt_rec *stale;
@@ -197,10 +211,12 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
         vt_rec *r = insert(&vt_state.live, addr, api, kind, device, size, site);
         if (r) {
             r->address = addr;
-            account_alloc(r);
+            flags = account_alloc(r);
         }
     }
     vt_unlock();
+    if (flags)
+        vt_sample_after_alloc(device, flags & VT_FIRST_USE, flags & VT_NEW_PEAK);
 }
 
 void vt_note_free(uintptr_t addr)
@@ -283,6 +299,8 @@ void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom)
         }
     }
     vt_unlock();
+    if (is_oom)
+        vt_sample_oom(device);
     /* The process may never reach exit: the post-mortem goes to disk now. */
     if (post_mortem)
         vt_snapshot_write_oom(post_mortem);
@@ -394,6 +412,20 @@ void vt_note_vmm_unmap(uintptr_t addr, uint64_t size)
     }
     if (!found)
         vt_state.c.unknown_frees++;
+    vt_unlock();
+}
+
+void vt_note_pool(int device, uintptr_t pool)
+{
+    if (device < 0 || device >= VT_MAX_DEVICES || !pool)
+        return;
+    vt_lock();
+    vt_device *d = &vt_state.dev[device];
+    int known = 0;
+    for (int i = 0; i < d->npools; i++)
+        known |= d->pools[i] == pool;
+    if (!known && d->npools < VT_MAX_POOLS)
+        d->pools[d->npools++] = pool;
     vt_unlock();
 }
 

@@ -62,9 +62,32 @@ typedef struct {
     uint64_t live_start[VT_MAX_DEVICES], live_end[VT_MAX_DEVICES], live_max[VT_MAX_DEVICES];
 } vt_span;
 
+/* Device-wide memory as the driver reports it, and the pools' own figures. */
+typedef struct {
+    uint64_t time, seq;
+    int64_t free_bytes, total_bytes;
+    uint64_t pool[4]; /* reserved, used, reserved high, used high */
+    uint8_t reason, have_pool;
+} vt_sample;
+
+#define VT_MAX_SAMPLES 256
+#define VT_MAX_POOLS 8
+
 typedef struct {
     int used;
     uint64_t live, peak, allocs;
+    char name[128], uuid[48];
+    uint64_t total;
+    vt_sample samples[VT_MAX_SAMPLES];
+    int nsamples;
+    double last_peak_sample; /* monotonic seconds */
+    int64_t last_used;       /* total - free of the latest sample, -1 before any */
+    int64_t used_at_peak;    /* of the latest sample at or before the peak, -1 if none */
+    uint64_t pool_reserved_high, pool_reserved_now;
+    int have_pool;
+    uint64_t pool_allocs;          /* stream-ordered allocations: without any, no pool figures */
+    uintptr_t pools[VT_MAX_POOLS]; /* pools allocated from explicitly */
+    int npools;
     uint64_t peak_seq;
     uint64_t peak_time;
     uint8_t peak_phase;
@@ -141,6 +164,8 @@ VT_HIDDEN void vt_note_vmm_retain(uintptr_t handle);
 VT_HIDDEN void vt_note_vmm_release(uintptr_t handle);
 VT_HIDDEN void vt_note_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle);
 VT_HIDDEN void vt_note_vmm_unmap(uintptr_t addr, uint64_t size);
+/* A pool allocated from explicitly: its figures join the device's default pool's. */
+VT_HIDDEN void vt_note_pool(int device, uintptr_t pool);
 
 /* Phases (called with the lock held by phase.c). */
 VT_HIDDEN vt_mark vt_mark_now_locked(void);

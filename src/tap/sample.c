@@ -1,0 +1,181 @@
+/* What the driver knows and vramtap cannot count itself: each device's name, UUID and
+ * capacity, how much of it is in use (the CUDA context, other processes, the allocator's cache)
+ * and the stream-ordered pools' own figures. Read only at moments that are safe and cheap:
+ * a device's first allocation, phase boundaries, new peaks (at most one a millisecond per
+ * device), out-of-memory failures; never before main nor at exit. Always outside the state
+ * lock, on a thread that just made a CUDA call or a phase mark. */
+#include <cuda.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "resolve.h"
+#include "sample.h"
+#include "table.h"
+
+#define PEAK_SAMPLE_GAP_S 0.001
+
+static double mono_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int context_device(void)
+{
+    CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))vt_real_driver(VT_DRV_cuCtxGetDevice);
+    CUdevice d;
+    if (!get || get(&d) != CUDA_SUCCESS || d < 0 || d >= VT_MAX_DEVICES)
+        return -1;
+    return d;
+}
+
+static void read_info(int device)
+{
+    CUresult (*dev_get)(CUdevice *, int) =
+        (CUresult(*)(CUdevice *, int))vt_real_driver(VT_DRV_cuDeviceGet);
+    CUresult (*name)(char *, int, CUdevice) =
+        (CUresult(*)(char *, int, CUdevice))vt_real_driver(VT_DRV_cuDeviceGetName);
+    CUresult (*total)(size_t *, CUdevice) =
+        (CUresult(*)(size_t *, CUdevice))vt_real_driver(VT_DRV_cuDeviceTotalMem_v2);
+    CUresult (*uuid)(CUuuid *, CUdevice) =
+        (CUresult(*)(CUuuid *, CUdevice))vt_real_driver(VT_DRV_cuDeviceGetUuid_v2);
+    CUdevice dev;
+    if (!dev_get || dev_get(&dev, device) != CUDA_SUCCESS)
+        return;
+    char buf[256] = "";
+    size_t bytes = 0;
+    CUuuid u;
+    int have_name = name && name(buf, sizeof buf, dev) == CUDA_SUCCESS;
+    int have_total = total && total(&bytes, dev) == CUDA_SUCCESS;
+    int have_uuid = uuid && uuid(&u, dev) == CUDA_SUCCESS;
+    vt_lock();
+    vt_device *d = &vt_state.dev[device];
+    if (have_name)
+        snprintf(d->name, sizeof d->name, "%s", buf);
+    if (have_total)
+        d->total = bytes;
+    if (have_uuid) {
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        snprintf(d->uuid, sizeof d->uuid,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
+    }
+    vt_unlock();
+}
+
+/* Reserved and used bytes of a pool, current and high-water marks. */
+static int read_pool(CUmemoryPool pool, uint64_t v[4])
+{
+    CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) = (CUresult(*)(
+        CUmemoryPool, CUmemPool_attribute, void *))vt_real_driver(VT_DRV_cuMemPoolGetAttribute);
+    static const CUmemPool_attribute attrs[4] = {
+        CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+        CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CU_MEMPOOL_ATTR_USED_MEM_HIGH};
+    for (int i = 0; i < 4; i++) {
+        cuuint64_t x = 0;
+        if (!get || get(pool, attrs[i], &x) != CUDA_SUCCESS)
+            return -1;
+        v[i] = x;
+    }
+    return 0;
+}
+
+/* The device's default pool and every pool allocated from explicitly, added up. */
+static int read_pools(int device, uint64_t sum[4])
+{
+    CUresult (*def)(CUmemoryPool *, CUdevice) =
+        (CUresult(*)(CUmemoryPool *, CUdevice))vt_real_driver(VT_DRV_cuDeviceGetDefaultMemPool);
+    CUmemoryPool pools[VT_MAX_POOLS + 1];
+    int n = 0;
+    if (def && def(&pools[0], device) == CUDA_SUCCESS)
+        n = 1;
+    vt_lock();
+    for (int i = 0; i < vt_state.dev[device].npools; i++)
+        if (!n || (CUmemoryPool)vt_state.dev[device].pools[i] != pools[0])
+            pools[n++] = (CUmemoryPool)vt_state.dev[device].pools[i];
+    vt_unlock();
+    int got = 0;
+    memset(sum, 0, 4 * sizeof sum[0]);
+    for (int i = 0; i < n; i++) {
+        uint64_t v[4];
+        if (read_pool(pools[i], v) == 0) {
+            for (int k = 0; k < 4; k++)
+                sum[k] += v[k];
+            got = 1;
+        }
+    }
+    return got ? 0 : -1;
+}
+
+static void sample(int device, uint8_t reason)
+{
+    int64_t free_bytes, total_bytes;
+    if (vt_query_meminfo(&free_bytes, &total_bytes) != 0)
+        return;
+    uint64_t pool[4];
+    int have_pool = read_pools(device, pool) == 0;
+    vt_lock();
+    vt_device *d = &vt_state.dev[device];
+    vt_sample s = {.time = vt_clock(),
+                   .seq = vt_state.seq,
+                   .reason = reason,
+                   .free_bytes = free_bytes,
+                   .total_bytes = total_bytes,
+                   .have_pool = (uint8_t)have_pool};
+    if (have_pool && d->pool_allocs) {
+        memcpy(s.pool, pool, sizeof pool);
+        if (pool[2] > d->pool_reserved_high)
+            d->pool_reserved_high = pool[2];
+        d->pool_reserved_now = pool[0];
+        d->have_pool = 1;
+    }
+    /* Keep the first samples and, past the bound, always the latest in the last slot. */
+    if (d->nsamples < VT_MAX_SAMPLES)
+        d->samples[d->nsamples++] = s;
+    else
+        d->samples[VT_MAX_SAMPLES - 1] = s;
+    d->last_used = total_bytes - free_bytes;
+    if (s.seq == d->peak_seq)
+        d->used_at_peak = d->last_used;
+    vt_unlock();
+}
+
+void vt_sample_after_alloc(int device, int first_use, int new_peak)
+{
+    if (device < 0 || device >= VT_MAX_DEVICES)
+        return;
+    if (first_use)
+        read_info(device);
+    if (!new_peak)
+        return;
+    double now = mono_seconds();
+    vt_lock();
+    vt_device *d = &vt_state.dev[device];
+    int due = now - d->last_peak_sample >= PEAK_SAMPLE_GAP_S;
+    if (due)
+        d->last_peak_sample = now;
+    vt_unlock();
+    if (due)
+        sample(device, VT_SAMPLE_PEAK);
+}
+
+void vt_sample_phase(void)
+{
+    vt_lock();
+    int made = vt_state.made_device_alloc;
+    vt_unlock();
+    if (!made)
+        return;
+    int device = context_device();
+    if (device >= 0)
+        sample(device, VT_SAMPLE_PHASE);
+}
+
+void vt_sample_oom(int device)
+{
+    if (device >= 0 && device < VT_MAX_DEVICES)
+        sample(device, VT_SAMPLE_OOM);
+}
