@@ -197,7 +197,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
 /* Deterministic, so snapshots from two runs name the same GPU:
  * GPU-7374616e-642d-696e-2d67-7075000000<dd>. */
-CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
 {
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
@@ -209,9 +209,14 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return device_uuid(uuid, dev);
+}
+
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
-    return cuDeviceGetUuid(uuid, dev);
+    return device_uuid(uuid, dev);
 }
 
 /* Figures of an H100-class part, for programs that size their work from them. */
@@ -316,7 +321,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return r;
 }
 
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+static CUresult primary_release(CUdevice dev)
 {
     struct books *b = lock_books();
     CUresult r = CUDA_ERROR_INVALID_DEVICE;
@@ -329,10 +334,15 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return r;
 }
 
-/* The 7000 entry point, which NVIDIA's runtime still asks for; same contract as _v2. */
+/* The 7000 entry point, which NVIDIA's runtime still asks for, has the contract of _v2. */
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    return cuDevicePrimaryCtxRelease_v2(dev);
+    return primary_release(dev);
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    return primary_release(dev);
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx)
@@ -357,7 +367,8 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+/* ctx NULL: the current context. */
+static CUresult ctx_device(CUdevice *device, CUcontext ctx)
 {
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
@@ -373,18 +384,25 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 
 CUresult cuCtxGetDevice(CUdevice *device)
 {
-    return cuCtxGetDevice_v2(device, NULL);
+    return ctx_device(device, NULL);
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    return ctx_device(device, ctx);
+}
+
+/* Nothing runs, so synchronising only checks there is a context to synchronise. */
+CUresult cuCtxSynchronize(void)
+{
+    CUdevice unused;
+    return ctx_device(&unused, NULL);
 }
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     CUdevice unused;
-    return cuCtxGetDevice_v2(&unused, ctx);
-}
-
-CUresult cuCtxSynchronize(void)
-{
-    return cuCtxSynchronize_v2(NULL);
+    return ctx_device(&unused, ctx);
 }
 
 /* ---- streams: nothing runs, so a stream only remembers its device ---- */
@@ -424,7 +442,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+static CUresult locked_stream_device(CUstream hStream, CUdevice *device)
 {
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
@@ -434,15 +452,20 @@ CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
     return r;
 }
 
+CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+    return locked_stream_device(hStream, device);
+}
+
 CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
 {
-    return cuStreamGetDevice(hStream, device);
+    return locked_stream_device(hStream, device);
 }
 
 CUresult cuStreamSynchronize(CUstream hStream)
 {
-    int unused;
-    return cuStreamGetDevice(hStream, &unused);
+    CUdevice unused;
+    return locked_stream_device(hStream, &unused);
 }
 
 /* ---- errors ---- */

@@ -269,15 +269,13 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream)
 {
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    return alloc_async(dptr, bytesize, pool, hStream);
+    return pool ? alloc_async(dptr, bytesize, pool, hStream) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream)
 {
-    return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
+    return pool ? alloc_async(dptr, bytesize, pool, hStream) : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Nothing is queued, so a stream-ordered free takes effect at once. */

@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -184,19 +185,21 @@ static cudaError_t load(void)
     return drv.status;
 }
 
-static CUcontext primary[MAX_DEVICES];
-static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Each device's primary context is retained once and kept until exit, as NVIDIA's runtime keeps
+ * it. Two threads racing here only retain it twice; no lock is held across the driver call, so
+ * fork() can never catch one held. */
+static _Atomic(CUcontext) primary[MAX_DEVICES];
 
-/* Retained once per process, as NVIDIA's runtime keeps each device's primary context. */
 static CUresult make_current(int device)
 {
-    CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&primary_lock);
-    if (!primary[device])
-        r = drv.primaryCtxRetain(&primary[device], device);
-    CUcontext ctx = primary[device];
-    pthread_mutex_unlock(&primary_lock);
-    return r == CUDA_SUCCESS ? drv.ctxSetCurrent(ctx) : r;
+    CUcontext ctx = atomic_load(&primary[device]);
+    if (!ctx) {
+        CUresult r = drv.primaryCtxRetain(&ctx, device);
+        if (r != CUDA_SUCCESS)
+            return r;
+        atomic_store(&primary[device], ctx);
+    }
+    return drv.ctxSetCurrent(ctx);
 }
 
 /* For calls that act on the current device: like NVIDIA's runtime, adopt the context the thread
@@ -363,18 +366,24 @@ cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent
     return done(e);
 }
 
-cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+/* Both pinned allocators call cuMemHostAlloc, as NVIDIA's do (it never looks up
+ * cuMemAllocHost). The cudaHostAlloc* flags have the values of CU_MEMHOSTALLOC_*. */
+static cudaError_t host_alloc(void **pHost, size_t size, unsigned int flags)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
         return done(e);
-    /* cudaHostAlloc* flags have the values of CU_MEMHOSTALLOC_*. */
     return done(to_runtime(drv.memHostAlloc(pHost, size, flags)));
+}
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    return host_alloc(pHost, size, flags);
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
-    return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+    return host_alloc(ptr, size, cudaHostAllocDefault);
 }
 
 cudaError_t cudaFreeHost(void *ptr)
@@ -566,10 +575,14 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 
 /* ---- driver entry points ---- */
 
-cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
-                                             unsigned int cudaVersion, unsigned long long flags,
-                                             enum cudaDriverEntryPointQueryResult *driverStatus)
+/* per_thread: the _ptsz forms, built for per-thread default streams, where "default" means
+ * per-thread. */
+static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                               unsigned long long flags, bool per_thread,
+                               enum cudaDriverEntryPointQueryResult *driverStatus)
 {
+    if (per_thread && flags == cudaEnableDefault)
+        flags = cudaEnablePerThreadDefaultStream;
     if (!symbol || !funcPtr || flags > cudaEnablePerThreadDefaultStream)
         return done(cudaErrorInvalidValue);
     cudaError_t e = load();
@@ -588,29 +601,32 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
     return done(to_runtime(r));
 }
 
-/* Built for per-thread default streams, "default" means per-thread. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+                                             unsigned int cudaVersion, unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    return entry_point(symbol, funcPtr, cudaVersion, flags, false, driverStatus);
+}
+
 cudaError_t
 cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
                                       unsigned long long flags,
                                       enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    if (flags == cudaEnableDefault)
-        flags = cudaEnablePerThreadDefaultStream;
-    return cudaGetDriverEntryPointByVersion(symbol, funcPtr, cudaVersion, flags, driverStatus);
+    return entry_point(symbol, funcPtr, cudaVersion, flags, true, driverStatus);
 }
 
 cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
                                     enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    return cudaGetDriverEntryPointByVersion(symbol, funcPtr, RUNTIME_VERSION, flags, driverStatus);
+    return entry_point(symbol, funcPtr, RUNTIME_VERSION, flags, false, driverStatus);
 }
 
 cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
                                          unsigned long long flags,
                                          enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    return cudaGetDriverEntryPointByVersion_ptsz(symbol, funcPtr, RUNTIME_VERSION, flags,
-                                                 driverStatus);
+    return entry_point(symbol, funcPtr, RUNTIME_VERSION, flags, true, driverStatus);
 }
 
 /* ---- errors ---- */
