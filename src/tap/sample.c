@@ -1,9 +1,9 @@
 /* What the driver knows and vramtap cannot count itself: each device's name, UUID and
  * capacity, how much of it is in use (the CUDA context, other processes, the allocator's cache)
  * and the stream-ordered pools' own figures. Read only at moments that are safe and cheap:
- * a device's first allocation, phase boundaries, new peaks (at most one a millisecond per
- * device), out-of-memory failures; never before main nor at exit. Always outside the state
- * lock, on a thread that just made a CUDA call or a phase mark. */
+ * a device's first allocation, phase boundaries, new peaks, out-of-memory failures; never before
+ * main nor at exit. Always outside the state lock, on a thread that just made a CUDA call or a
+ * phase mark. */
 #include <cuda.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +13,10 @@
 #include "sample.h"
 #include "table.h"
 
+/* Every new peak is sampled, so that "device used at the peak" is exact: in training, new peaks
+ * come in the first iteration and then stop. A program whose memory only grows would pay a
+ * driver query per allocation; past this many, new peaks are sampled once a millisecond. */
+#define PEAK_SAMPLES_FREE 10000
 #define PEAK_SAMPLE_GAP_S 0.001
 
 static double mono_seconds(void)
@@ -124,8 +128,8 @@ static void sample(int device, uint8_t reason)
                    .reason = reason,
                    .free_bytes = free_bytes,
                    .total_bytes = total_bytes,
-                   .have_pool = (uint8_t)have_pool};
-    if (have_pool && d->pool_allocs) {
+                   .have_pool = have_pool && d->pool_allocs};
+    if (s.have_pool) {
         memcpy(s.pool, pool, sizeof pool);
         if (pool[2] > d->pool_reserved_high)
             d->pool_reserved_high = pool[2];
@@ -154,9 +158,11 @@ void vt_sample_after_alloc(int device, int first_use, int new_peak)
     double now = mono_seconds();
     vt_lock();
     vt_device *d = &vt_state.dev[device];
-    int due = now - d->last_peak_sample >= PEAK_SAMPLE_GAP_S;
-    if (due)
+    int due = d->peak_samples < PEAK_SAMPLES_FREE || now - d->last_peak_sample >= PEAK_SAMPLE_GAP_S;
+    if (due) {
         d->last_peak_sample = now;
+        d->peak_samples++;
+    }
     vt_unlock();
     if (due)
         sample(device, VT_SAMPLE_PEAK);

@@ -81,8 +81,9 @@ typedef struct {
     vt_sample samples[VT_MAX_SAMPLES];
     int nsamples;
     double last_peak_sample; /* monotonic seconds */
-    int64_t last_used;       /* total - free of the latest sample, -1 before any */
-    int64_t used_at_peak;    /* of the latest sample at or before the peak, -1 if none */
+    uint64_t peak_samples;
+    int64_t last_used;    /* total - free of the latest sample, -1 before any */
+    int64_t used_at_peak; /* of the latest sample at or before the peak, -1 if none */
     uint64_t pool_reserved_high, pool_reserved_now;
     int have_pool;
     uint64_t pool_allocs;          /* stream-ordered allocations: without any, no pool figures */

@@ -16,6 +16,8 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] birth ADDR PHASE STEP     birth phase and step of the allocation at ADDR
     EXPECT [pid=N] death ADDR PHASE STEP     death phase and step ("null null": alive at end)
     EXPECT [pid=N] peak_at DEV PHASE STEP    phase and step of DEV's peak
+    EXPECT [pid=N] device DEV KEY VALUE      devices[DEV][KEY] (a number, or text to the line end;
+                                             KEY may be a path: reserved.peak_bytes)
     EXPECT [pid=N] markers true|false        phase_markers
     EXPECT [pid=N] steps N                   steps
     EXPECT [pid=N] host_peak BYTES           host.peak_bytes
@@ -172,6 +174,14 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         d = device(doc, int(rest[0]))
         expect(d and [d["peak_phase"], d["peak_step"]], [rest[1], int(rest[2])],
                "device %s peak phase/step" % rest[0])
+    elif what == "device":
+        d = device(doc, int(rest[0]))
+        got = d
+        for k in rest[1].split("."):
+            got = got.get(k) if isinstance(got, dict) else None
+        want = " ".join(rest[2:])
+        expect(got, int(want) if re.fullmatch(r"-?\d+", want) else want,
+               "device %s %s" % (rest[0], rest[1]))
     elif what == "markers":
         expect(doc["phase_markers"], rest[0] == "true", "phase_markers")
     elif what == "steps":
