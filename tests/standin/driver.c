@@ -40,8 +40,8 @@ static void setup(void)
     struct books *b = &books_;
     unsigned long long ndev = 2, capacity = 16ull << 30, context = 0, no_default = 0;
     read_knob("STANDIN_DEVICES", 0, MAX_DEVICES, &ndev);
-    /* A quarter of a device's address span, so fragmentation can never exhaust addresses before
-     * the capacity is reached. */
+    /* At most a quarter of a device's address span: the rest is headroom for fragmentation, so
+     * addresses do not run out before capacity does. */
     read_knob("STANDIN_CAPACITY", 1, DEVICE_HEAP_SPAN / 4, &capacity);
     read_knob("STANDIN_CONTEXT_BYTES", 0, capacity, &context);
     read_knob("STANDIN_NO_DEFAULT_CTX", 0, 1, &no_default);
@@ -125,14 +125,22 @@ CUresult stream_device(struct books *b, CUstream s, int *device)
 
 /* ---- initialisation and devices ---- */
 
-CUresult cuInit(unsigned int flags)
+/* The device count is a knob fixed at start-up: the lock round trip is only there to have the
+ * knobs read. */
+static int device_count(void)
 {
     struct books *b = lock_books();
-    int ndev = b->ndev;
+    int n = b->ndev;
     unlock_books(b);
+    return n;
+}
+
+/* Other entry points work without cuInit, so simple test programs need not call it. */
+CUresult cuInit(unsigned int flags)
+{
     if (flags)
         return CUDA_ERROR_INVALID_VALUE;
-    return ndev ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+    return device_count() ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
 CUresult cuDriverGetVersion(int *version)
@@ -141,16 +149,6 @@ CUresult cuDriverGetVersion(int *version)
         return CUDA_ERROR_INVALID_VALUE;
     *version = DRIVER_VERSION;
     return CUDA_SUCCESS;
-}
-
-/* The device-level queries only read knobs fixed at start-up, so a lock round trip suffices to
- * have them read. */
-static int device_count(void)
-{
-    struct books *b = lock_books();
-    int n = b->ndev;
-    unlock_books(b);
-    return n;
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal)
