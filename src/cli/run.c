@@ -1,11 +1,186 @@
+/* vramtap run: start a command with libvramtap.so preloaded. The library's constructor does the
+ * rest (tensor mode, NVTX injection, the Python bootstrap), so this only prepares the
+ * environment and replaces itself with the command: its exit status, signals and pid are the
+ * command's own. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vramtap run [--mode tensor|native] [--out DIR] [--] COMMAND [ARGS...]\n"
+            "\n"
+            "Runs COMMAND with libvramtap.so preloaded; each process that touches CUDA memory\n"
+            "writes vramtap.<prog>.<pid>.json. Python programs get the PyTorch phase hooks.\n"
+            "\n"
+            "  --mode tensor   make frameworks allocate per tensor, even over your own\n"
+            "                  PYTORCH_CUDA_ALLOC_CONF (default: tensor unless you set it)\n"
+            "  --mode native   keep each framework's own allocator (segments)\n"
+            "  --out DIR       where the snapshots go (default: the working directory)\n"
+            "\n"
+            "VRAMTAP_LIB names the library to preload (default: the build tree's, then the\n"
+            "installed one). See docs/modes.md and docs/python.md.\n");
+}
+
+static int readable(const char *path)
+{
+    return path && *path && access(path, R_OK) == 0;
+}
+
+/* The library to preload, as an absolute path: the command may change directory before it
+ * starts a child. */
+static int find_library(char *out)
+{
+    const char *env = getenv("VRAMTAP_LIB");
+    if (env && *env) {
+        if (!readable(env) || !realpath(env, out)) {
+            fprintf(stderr, "vramtap run: VRAMTAP_LIB=%s: %s\n", env, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    const char *candidates[] = {VT_LIB_BUILD, VT_LIB_INSTALL};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++)
+        if (readable(candidates[i]) && realpath(candidates[i], out))
+            return 0;
+    fprintf(stderr,
+            "vramtap run: libvramtap.so not found (looked for %s and %s); set VRAMTAP_LIB\n",
+            VT_LIB_BUILD, VT_LIB_INSTALL);
+    return -1;
+}
+
+/* Put `item` in front of the list in variable `name` (entries separated by any of `seps`),
+ * unless it already is the first entry. */
+static int env_prepend(const char *name, const char *item, const char *seps)
+{
+    const char *old = getenv(name);
+    size_t n = strlen(item);
+    if (old && !strncmp(old, item, n) && (!old[n] || strchr(seps, old[n])))
+        return 0;
+    size_t len = n + (old ? strlen(old) : 0) + 2;
+    char *value = malloc(len);
+    if (!value)
+        return -1;
+    snprintf(value, len, "%s%s%s", item, old && *old ? ":" : "", old && *old ? old : "");
+    int rc = setenv(name, value, 1);
+    free(value);
+    return rc;
+}
+
+/* The bootstrap folder, spelled as the library spells it (init.c, bootstrap_dir), so that the
+ * library sees it already in front of PYTHONPATH and leaves it alone. */
+static const char *bootstrap_dir(char *out, size_t size)
+{
+    const char *candidates[] = {getenv("VRAMTAP_PYDIR"), VT_PYDIR_BUILD, VT_PYDIR_INSTALL};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        if (!candidates[i])
+            continue;
+        snprintf(out, size, "%s/vramtap", candidates[i]);
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/sitecustomize.py", out);
+        if (readable(probe))
+            return out;
+    }
+    return NULL;
+}
+
+static int set_out_dir(const char *dir)
+{
+    char abs[PATH_MAX];
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "vramtap run: --out %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(dir, abs)) {
+        fprintf(stderr, "vramtap run: --out %s: not a directory\n", dir);
+        return -1;
+    }
+    return setenv("VRAMTAP_OUT", abs, 1);
+}
+
+/* Value of option `name` at argv[*i], as "--name VALUE" or "--name=VALUE"; NULL if argv[*i] is
+ * not that option. Sets *missing when the value is absent. */
+static const char *option(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n))
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n])
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
 int vt_cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vramtap run: not available in this build yet\n");
+    const char *mode = NULL, *out = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        int missing = 0;
+        const char *v;
+        if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((v = option(argc, argv, &i, "--mode", &missing))) {
+            mode = v;
+        } else if ((v = option(argc, argv, &i, "--out", &missing))) {
+            out = v;
+        } else if (missing) {
+            fprintf(stderr, "vramtap run: %s needs a value\n", argv[i]);
+            return 2;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "vramtap run: unknown option '%s' (try 'vramtap run --help')\n",
+                    argv[i]);
+            return 2;
+        } else {
+            break;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "vramtap run: no command given (usage: vramtap run [--mode "
+                        "tensor|native] [--out DIR] [--] COMMAND [ARGS...])\n");
+        return 2;
+    }
+    if (mode && strcmp(mode, "tensor") && strcmp(mode, "native")) {
+        fprintf(stderr, "vramtap run: --mode %s: expected 'tensor' or 'native'\n", mode);
+        return 2;
+    }
+
+    char lib[PATH_MAX];
+    if (find_library(lib) != 0)
+        return 2;
+    if (out && set_out_dir(out) != 0)
+        return 2;
+    if (mode && setenv("VRAMTAP_MODE", mode, 1) != 0)
+        goto env_failed;
+    /* The dynamic loader splits LD_PRELOAD at spaces and colons. */
+    if (env_prepend("LD_PRELOAD", lib, ": ") != 0)
+        goto env_failed;
+    char pydir[PATH_MAX];
+    if (bootstrap_dir(pydir, sizeof pydir) && env_prepend("PYTHONPATH", pydir, ":") != 0)
+        goto env_failed;
+
+    execvp(argv[i], argv + i);
+    fprintf(stderr, "vramtap run: cannot run '%s': %s\n", argv[i], strerror(errno));
+    return 2;
+
+env_failed:
+    fprintf(stderr, "vramtap run: cannot set the environment: %s\n", strerror(errno));
     return 2;
 }

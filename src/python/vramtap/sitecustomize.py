@@ -1,0 +1,83 @@
+"""vramtap's Python bootstrap.
+
+libvramtap.so (and ``vramtap run``) put this file's folder first on PYTHONPATH, so Python imports
+it at start-up in place of any other ``sitecustomize``. It runs the one it shadows, and, when
+vramtap is loaded, installs the PyTorch phase hooks (vramtap_torch.py) once ``torch`` has been
+imported. Without vramtap in the process it does nothing else.
+"""
+
+import os
+import sys
+
+
+def _install_hooks():
+    try:
+        import vramtap_torch
+
+        vramtap_torch.install()
+    except Exception as e:  # the program must run on without the hooks
+        sys.stderr.write("vramtap: could not install the PyTorch hooks (%s: %s); phases come "
+                         "only from NVTX and the C API\n" % (type(e).__name__, e))
+
+
+class _TorchWatcher:
+    """A meta path finder that lets ``torch`` import as usual and then installs the hooks."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        run = getattr(loader, "exec_module", None)
+        if run is None:
+            return None
+
+        def exec_module(module):
+            # Only torch's own run goes through here: a loader may serve other modules too.
+            del loader.exec_module
+            run(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            _install_hooks()
+
+        try:
+            loader.exec_module = exec_module
+        except AttributeError:
+            sys.stderr.write("vramtap: cannot watch the import of torch (%s); no PyTorch phase "
+                             "hooks\n" % type(loader).__name__)
+            return None
+        return spec
+
+
+def _run_shadowed():
+    """Run the ``sitecustomize`` that Python would have imported without vramtap."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.realpath(__file__))
+    path = [p for p in sys.path
+            if isinstance(p, str) and os.path.realpath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec(__name__, path)
+    if spec is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[__name__] = module
+    spec.loader.exec_module(module)
+
+
+# LD_PRELOAD tells without loading ctypes whether vramtap can be in the process; vramtap_torch
+# then asks the library itself.
+if "vramtap" in os.environ.get("LD_PRELOAD", ""):
+    if "torch" in sys.modules:
+        _install_hooks()
+    else:
+        sys.meta_path.insert(0, _TorchWatcher())
+_run_shadowed()

@@ -1,0 +1,314 @@
+"""vramtap's PyTorch phase hooks and its small Python API.
+
+Under vramtap (``vramtap run`` or ``LD_PRELOAD=libvramtap.so``) the bootstrap ``sitecustomize``
+calls ``install()`` as soon as ``torch`` has been imported, so an unmodified training script gets
+its ``forward``, ``backward`` and ``optimizer`` phases and its steps (docs/python.md). A script can
+also mark phases itself::
+
+    import vramtap_torch
+    with vramtap_torch.phase("forward"):
+        ...
+    vramtap_torch.step()
+
+Every function here does nothing when libvramtap.so is not loaded in the process.
+"""
+
+import contextlib
+import ctypes
+import functools
+import importlib
+import re
+import sys
+import threading
+import types
+
+__all__ = ["loaded", "phase", "step", "install"]
+
+
+def _load_api():
+    # dlopen(NULL) searches the global scope, which holds LD_PRELOAD objects.
+    try:
+        lib = ctypes.CDLL(None)
+        is_loaded = lib.vramtap_is_loaded
+        begin = lib.vramtap_phase_begin
+        end = lib.vramtap_phase_end
+        mark = lib.vramtap_step_mark
+    except (OSError, AttributeError):
+        return None
+    for fn, args in ((is_loaded, []), (begin, [ctypes.c_char_p]), (end, [ctypes.c_char_p]),
+                     (mark, [])):
+        fn.argtypes = args
+        fn.restype = ctypes.c_int
+    return (begin, end, mark) if is_loaded() else None
+
+
+_api = _load_api()
+_EUNKNOWN = -1
+
+_lock = threading.Lock()
+# Outermost module calls running now, all threads together: a call made while another thread's
+# outermost call runs (DataParallel replicas) is part of that one.
+_outer_calls = 0
+# While False, each outermost module call ends a step (inference has no optimizer to count).
+# Constructing an optimizer or calling step() hands the counting over.
+_steps_counted_elsewhere = False
+# Optimizer phases opened by torch's global step pre-hook and not yet closed by the post-hook:
+# (thread id, code of the frame that ran the hook). A step() that raises never runs the
+# post-hook, so the next phase to begin checks whether that frame is still on its thread.
+_open_steps = []
+_installed = False
+
+
+class _Local(threading.local):
+    inside_module_call = False
+
+
+_tls = _Local()
+
+
+def _never():
+    return False
+
+
+def _begin(name):
+    if _open_steps:
+        _close_abandoned_steps()
+    return _api[0](name)
+
+
+def _end(name):
+    return _api[1](name)
+
+
+def _close_abandoned_steps():
+    frames = sys._current_frames()
+    with _lock:
+        entries = list(_open_steps)
+    for entry in reversed(entries):
+        thread, code = entry
+        frame = frames.get(thread)
+        while frame is not None and frame.f_code is not code:
+            frame = frame.f_back
+        if frame is None:
+            with _lock:
+                _open_steps.remove(entry)
+            _end(b"optimizer")
+
+
+def loaded():
+    """True when libvramtap.so is loaded and recording."""
+    return _api is not None
+
+
+@contextlib.contextmanager
+def phase(name):
+    """Mark a phase: ``with phase("forward"): ...`` (also usable as a decorator).
+
+    ``name`` is ``forward``, ``backward``, ``optimizer`` or an alias from ``VRAMTAP_PHASES``.
+    Leaving an ``optimizer`` phase completes a step. A phase begun inside another one belongs
+    to the outer one.
+    """
+    if _api is None:
+        yield
+        return
+    encoded = str(name).encode()
+    if _begin(encoded) == _EUNKNOWN:
+        sys.stderr.write("vramtap: unknown phase %r (expected forward, backward, optimizer or a "
+                         "VRAMTAP_PHASES alias); not marked\n" % (name,))
+        yield
+        return
+    try:
+        yield
+    finally:
+        _end(encoded)
+
+
+def step():
+    """Advance the step counter by one, for loops without an optimizer. From the first call on,
+    the hooks no longer count a step per top-level module call."""
+    global _steps_counted_elsewhere
+    _steps_counted_elsewhere = True
+    if _api is not None:
+        _api[2]()
+
+
+def _version(torch):
+    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def _compiling_probe(torch):
+    # Code that torch.compile traces must not call into ctypes: it would break the graph. Only
+    # these probes are cheap flags that the compiler folds; torch.compiler.is_compiling before
+    # 2.3 imports torch._dynamo on its first call.
+    if _version(torch) >= (2, 3):
+        return torch.compiler.is_compiling
+    probe = getattr(getattr(torch, "_utils", None), "is_compiling", None)
+    return probe if probe is not None else _never
+
+
+def _install_forward(torch, compiling):
+    # A wrapper rather than global module hooks: its finally runs on any exception (hooks'
+    # always_call covers only Exception, and only from torch 2.1), it keeps PyTorch's fast path
+    # for hook-free modules, and torch.compile(module) warns about global hooks.
+    is_grad_enabled = torch.is_grad_enabled
+    call = torch.nn.Module.__call__
+
+    @functools.wraps(call)
+    def __call__(self, *args, **kwargs):
+        if compiling() or _tls.inside_module_call:
+            return call(self, *args, **kwargs)
+        _tls.inside_module_call = True
+        opened = _outermost_begin(is_grad_enabled())
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            _tls.inside_module_call = False
+            _outermost_end(opened)
+
+    torch.nn.Module.__call__ = __call__
+
+
+def _outermost_begin(grad_enabled):
+    """Returns None for a call nested in another thread's, else whether it opened a forward."""
+    global _outer_calls
+    with _lock:
+        _outer_calls += 1
+        first = _outer_calls == 1
+    if not first:
+        return None
+    # Under no_grad or inference_mode a module call builds nothing for backward: evaluation,
+    # not a training forward.
+    return grad_enabled and _begin(b"forward") != _EUNKNOWN
+
+
+def _outermost_end(opened):
+    global _outer_calls
+    with _lock:
+        _outer_calls -= 1
+    if opened:
+        _end(b"forward")
+    if opened is not None and not _steps_counted_elsewhere:
+        _api[2]()
+
+
+def _phase_wrapper(fn, name, compiling):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if compiling():
+            return fn(*args, **kwargs)
+        _begin(name)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _end(name)
+
+    return wrapper
+
+
+def _install_backward(torch, compiling):
+    # Tensor.backward looks torch.autograd.backward up at each call, so it is covered too.
+    autograd = torch.autograd
+    autograd.backward = _phase_wrapper(autograd.backward, b"backward", compiling)
+    autograd.grad = _phase_wrapper(autograd.grad, b"backward", compiling)
+
+
+def _install_optimizer(torch, compiling):
+    # torch.optim deletes its submodule names from its namespace.
+    optim = importlib.import_module("torch.optim.optimizer")
+    Optimizer = optim.Optimizer
+    init = Optimizer.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        global _steps_counted_elsewhere
+        _steps_counted_elsewhere = True
+        init(self, *args, **kwargs)
+
+    Optimizer.__init__ = __init__
+    if hasattr(optim, "register_optimizer_step_pre_hook"):
+        optim.register_optimizer_step_pre_hook(functools.partial(_step_pre_hook, compiling))
+        optim.register_optimizer_step_post_hook(functools.partial(_step_post_hook, compiling))
+    else:
+        _wrap_optimizer_classes(Optimizer)
+
+
+def _step_pre_hook(compiling, optimizer, args, kwargs):
+    if compiling():
+        return
+    _begin(b"optimizer")
+    # The caller is torch's step wrapper, on the stack for as long as the step runs.
+    entry = (threading.get_ident(), sys._getframe(1).f_code)
+    with _lock:
+        _open_steps.append(entry)
+
+
+def _step_post_hook(compiling, optimizer, args, kwargs):
+    if compiling():
+        return
+    thread = threading.get_ident()
+    with _lock:
+        for i in range(len(_open_steps) - 1, -1, -1):
+            if _open_steps[i][0] == thread:
+                del _open_steps[i]
+                break
+    _end(b"optimizer")
+
+
+def _wrap_optimizer_classes(Optimizer):
+    # Before torch 2.0 there is no global step hook: wrap the step() of every Optimizer class,
+    # those that exist now and, through __init_subclass__, those defined later.
+    def wrap(cls):
+        step = cls.__dict__.get("step")
+        if not isinstance(step, types.FunctionType) or getattr(step, "_vramtap", False):
+            return
+
+        @functools.wraps(step)
+        def wrapped(*args, **kwargs):
+            _begin(b"optimizer")
+            try:
+                return step(*args, **kwargs)
+            finally:
+                _end(b"optimizer")
+
+        wrapped._vramtap = True
+        cls.step = wrapped
+
+    pending = [Optimizer]
+    while pending:
+        cls = pending.pop()
+        wrap(cls)
+        pending.extend(cls.__subclasses__())
+
+    previous = Optimizer.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if previous is not None:
+            previous.__get__(None, cls)(**kwargs)
+        else:
+            super(Optimizer, cls).__init_subclass__(**kwargs)
+        wrap(cls)
+
+    Optimizer.__init_subclass__ = classmethod(__init_subclass__)
+
+
+def install():
+    """Install the PyTorch hooks (the bootstrap does it once torch is imported; later calls
+    and calls without vramtap do nothing)."""
+    global _installed
+    if _installed or _api is None:
+        return
+    _installed = True
+    import torch
+
+    compiling = _compiling_probe(torch)
+    failed = []
+    for what, fn in (("forward", _install_forward), ("backward", _install_backward),
+                     ("optimizer", _install_optimizer)):
+        try:
+            fn(torch, compiling)
+        except Exception as e:  # any failure: say so once, the program runs on
+            failed.append("%s (%s: %s)" % (what, type(e).__name__, e))
+    if failed:
+        sys.stderr.write("vramtap: could not hook PyTorch %s for: %s; those phases come only "
+                         "from NVTX and the C API\n" % (torch.__version__, ", ".join(failed)))
