@@ -68,11 +68,17 @@ static void setup(void)
     pthread_atfork(fork_prepare, fork_release, fork_release);
 }
 
-struct books *lock_books(void)
+struct books *books(void)
 {
     pthread_once(&books_once, setup);
-    pthread_mutex_lock(&books_.lock);
     return &books_;
+}
+
+struct books *lock_books(void)
+{
+    struct books *b = books();
+    pthread_mutex_lock(&b->lock);
+    return b;
 }
 
 void unlock_books(struct books *b)
@@ -125,14 +131,9 @@ CUresult stream_device(struct books *b, CUstream s, int *device)
 
 /* ---- initialisation and devices ---- */
 
-/* The device count is a knob fixed at start-up: the lock round trip is only there to have the
- * knobs read. */
 static int device_count(void)
 {
-    struct books *b = lock_books();
-    int n = b->ndev;
-    unlock_books(b);
-    return n;
+    return books()->ndev;
 }
 
 /* Other entry points work without cuInit, so simple test programs need not call it. */
@@ -183,13 +184,10 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    struct books *b = lock_books();
-    bool ok = valid_device(b, dev);
-    size_t capacity = b->capacity;
-    unlock_books(b);
-    if (!ok)
+    struct books *b = books();
+    if (!valid_device(b, dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = capacity;
+    *bytes = b->capacity;
     return CUDA_SUCCESS;
 }
 
@@ -343,12 +341,10 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return primary_release(dev);
 }
 
+/* Contexts are per thread and their devices fixed: no lock. */
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    struct books *b = lock_books();
-    bool ok = !ctx || valid_ctx(b, ctx);
-    unlock_books(b);
-    if (!ok)
+    if (ctx && !valid_ctx(books(), ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     tls_ctx = ctx;
     tls_ctx_chosen = true;
@@ -359,9 +355,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    struct books *b = lock_books();
-    *pctx = current_ctx(b);
-    unlock_books(b);
+    *pctx = current_ctx(books());
     return CUDA_SUCCESS;
 }
 
@@ -370,11 +364,9 @@ static CUresult ctx_device(CUdevice *device, CUcontext ctx)
 {
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    struct books *b = lock_books();
+    struct books *b = books();
     CUcontext c = ctx ? ctx : current_ctx(b);
-    bool ok = c && valid_ctx(b, c);
-    unlock_books(b);
-    if (!ok)
+    if (!c || !valid_ctx(b, c))
         return CUDA_ERROR_INVALID_CONTEXT;
     *device = c->device;
     return CUDA_SUCCESS;

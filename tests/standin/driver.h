@@ -126,16 +126,20 @@ struct books {
     CUmemGenericAllocationHandle next_handle;
 };
 
-/* Reads the STANDIN_* knobs on first use and takes the lock. */
+/* Reads the STANDIN_* knobs on first use. What they fix (ndev, capacity, context_bytes,
+ * no_default_ctx, the contexts' devices) never changes afterwards and may be read without the
+ * lock; everything else needs it. */
+HIDDEN struct books *books(void);
 HIDDEN struct books *lock_books(void);
 HIDDEN void unlock_books(struct books *b);
 
 /* The calling thread's current context (device 0's primary one until the thread sets another,
- * unless STANDIN_NO_DEFAULT_CTX=1); NULL when none. Valid only with the books locked. */
+ * unless STANDIN_NO_DEFAULT_CTX=1); NULL when none. Needs no lock. */
 HIDDEN struct CUctx_st *current_ctx(struct books *b);
 HIDDEN bool valid_device(const struct books *b, CUdevice d);
 HIDDEN bool valid_ctx(const struct books *b, CUcontext c);
-/* The device a stream belongs to; NULL and the two special handles mean the current context's. */
+/* The device a stream belongs to; NULL and the two special handles mean the current context's.
+ * Needs the lock. */
 HIDDEN CUresult stream_device(struct books *b, CUstream s, int *device);
 
 /* Counts bytes against a device's capacity; CUDA_ERROR_OUT_OF_MEMORY when they do not fit. */

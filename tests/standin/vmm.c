@@ -62,10 +62,7 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
         (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
          option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
-    struct books *b = lock_books();
-    bool ok = valid_device(b, prop->location.id);
-    unlock_books(b);
-    if (!ok)
+    if (!valid_device(books(), prop->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
     *granularity = GRANULE;
     return CUDA_SUCCESS;
