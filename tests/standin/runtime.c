@@ -127,7 +127,8 @@ static void load_driver(void)
 #define GET(slot, symbol, version, flags)                                                          \
     ok &= (drv.slot = (__typeof__(drv.slot))lookup(symbol, version, flags)) != NULL
     GET(init, "cuInit", 2000, 0);
-    /* Both lookup entry points must exist: a driver older than 12.0 is refused. */
+    /* Both lookup entry points must exist (a driver older than 12.0 is refused); from here on,
+     * lookups go through the one the driver handed back rather than the one from dlsym. */
     GET(getProcAddress_v11030, "cuGetProcAddress", 11030, 0);
     GET(getProcAddress, "cuGetProcAddress", 12000, 0);
     GET(deviceGet, "cuDeviceGet", 2000, 0);
@@ -171,7 +172,7 @@ static void load_driver(void)
 static _Thread_local int rt_device; /* cudaSetDevice's choice: 0 until a thread sets one */
 static _Thread_local cudaError_t last_error;
 
-/* Every call returns through here, so cudaGetLastError sees what the caller saw. */
+/* Failing calls return through here, so cudaGetLastError sees what the caller saw. */
 static cudaError_t done(cudaError_t e)
 {
     if (e != cudaSuccess)
