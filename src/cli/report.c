@@ -1,11 +1,610 @@
-#include <stdio.h>
+/* `vramtap report`: the memory bill at the peak of one snapshot, the post-mortem of an
+ * out-of-memory snapshot, or one line per process for several. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "report.h"
+
+#define BAR_WIDTH 20
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vramtap report [OPTIONS] SNAPSHOT...\n"
+            "\n"
+            "The memory bill at each device's peak: parameters, gradients, optimizer state,\n"
+            "activations and temporaries, the gap from tensors to what the allocator reserved\n"
+            "to what the device used, and the allocation sites behind each category.\n"
+            "On a vramtap.*.oomN.json file: what was asked, what was live, what to try first.\n"
+            "Several snapshots, or a directory of them: one line per process (rank), the\n"
+            "heaviest and the spread.\n"
+            "\n"
+            "options:\n"
+            "  --json       the same facts as JSON (docs/report-json.md)\n"
+            "  --folded     bytes live at the peak as folded stacks, for flamegraph.pl and\n"
+            "               speedscope: 'cuda:D;category;outermost;...;innermost BYTES'\n"
+            "  --top N      sites shown per category (default %d)\n"
+            "  --device N   only device N\n"
+            "\n"
+            "Exit status: 0, or 2 for bad usage or a file that is not a readable snapshot.\n",
+            VT_DEFAULT_TOP);
+}
+
+static int parse_count(const char *s, long max, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 0 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
+                  void (*usage_fn)(FILE *out))
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},      {"folded", no_argument, NULL, 'f'},
+        {"top", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
+    *o = (vt_report_opts){VT_DEFAULT_TOP, -1, false, false};
+    opterr = 0;
+    optind = 1;
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            o->json = true;
+            break;
+        case 'f':
+            if (!allow_folded)
+                goto unknown;
+            o->folded = true;
+            break;
+        case 't':
+        case 'd':
+            if (parse_count(optarg, c == 't' ? 1000000 : 1023, &v)) {
+                fprintf(stderr, "vramtap %s: --%s needs a number from 0 to %s, not '%s'\n", argv[0],
+                        c == 't' ? "top" : "device", c == 't' ? "1000000" : "1023", optarg);
+                return -1;
+            }
+            if (c == 't')
+                o->top_n = (size_t)v;
+            else
+                o->device = (int)v;
+            break;
+        case 'h':
+            usage_fn(stdout);
+            return -2;
+        default:
+            goto unknown;
+        }
+    }
+    if (o->json && o->folded) {
+        fprintf(stderr, "vramtap %s: --json and --folded exclude each other\n", argv[0]);
+        return -1;
+    }
+    return optind;
+unknown:
+    if (optopt && c == '?' && argv[optind - 1][1] != '-')
+        fprintf(stderr, "vramtap %s: unknown option '-%c' (try 'vramtap %s --help')\n", argv[0],
+                optopt, argv[0]);
+    else if (c == '?' && optopt)
+        fprintf(stderr, "vramtap %s: '%s' needs a value (try 'vramtap %s --help')\n", argv[0],
+                argv[optind - 1], argv[0]);
+    else
+        fprintf(stderr, "vramtap %s: unknown option '%s' (try 'vramtap %s --help')\n", argv[0],
+                argv[optind - 1], argv[0]);
+    return -1;
+}
+
+int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_err *err)
+{
+    memset(l, 0, sizeof *l);
+    if (vt_snapshot_load(path, &l->snap, err))
+        return -1;
+    vt_snapshot *s = &l->snap;
+    if (o->device >= 0 && !vt_snapshot_device(s, o->device)) {
+        char list[256] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < s->ndevices && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? ", " : "",
+                                     s->devices[i].device);
+        vt_err_set(err, "%s: no device %d in this snapshot (devices: %s)", path, o->device,
+                   s->ndevices ? list : "none");
+        vt_snapshot_free(s);
+        return -1;
+    }
+    l->bills = calloc(s->ndevices ? s->ndevices : 1, sizeof *l->bills);
+    if (!l->bills) {
+        vt_err_set(err, "%s: out of memory", path);
+        vt_snapshot_free(s);
+        return -1;
+    }
+    for (size_t i = 0; i < s->ndevices; i++) {
+        if (o->device >= 0 && s->devices[i].device != o->device)
+            continue;
+        if (vt_bill_build(s, &s->devices[i], o->top_n, &l->bills[l->nbills], err)) {
+            vt_loaded_close(l);
+            return -1;
+        }
+        l->nbills++;
+    }
+    /* the failed request's stack is printed with the post-mortem */
+    if (s->has_oom && s->oom.site >= 0 && vt_site_load(s, (size_t)s->oom.site, err)) {
+        vt_loaded_close(l);
+        return -1;
+    }
+    return 0;
+}
+
+void vt_loaded_close(vt_loaded *l)
+{
+    for (size_t i = 0; i < l->nbills; i++)
+        vt_bill_free(&l->bills[i]);
+    free(l->bills);
+    vt_snapshot_free(&l->snap);
+    memset(l, 0, sizeof *l);
+}
+
+/* --- checks --------------------------------------------------------------------------- */
+
+double vt_ratio(const vt_bill *bill, vt_category c)
+{
+    int64_t params = bill->cat_bytes[VT_CAT_PARAMETERS];
+    return params > 0 ? (double)bill->cat_bytes[c] / (double)params : NAN;
+}
+
+const char *vt_ratio_meaning(vt_category c, double r)
+{
+    if (c == VT_CAT_GRADIENTS) {
+        if (r < 0.05)
+            return "about 0: no gradients were live at the peak (freed by zero_grad, or the peak "
+                   "came before backward), or every parameter is frozen";
+        if (r < 0.85)
+            return "below 1: part of the parameters are frozen (LoRA, partial fine-tuning) or "
+                   "gradients are sharded (FSDP, ZeRO-2)";
+        if (r <= 1.15)
+            return "about 1, as usual: one gradient per trainable parameter, same precision";
+        if (r <= 2.2)
+            return "above 1: gradients in higher precision than the parameters (fp32 gradients "
+                   "for bf16 weights) or a second copy (DDP buckets, accumulation buffers)";
+        return "far above 1: several gradient copies are live (DDP buckets, accumulation "
+               "buffers, retained graphs)";
+    }
+    if (r < 0.1)
+        return "about 0: plain SGD keeps no state, or the optimizer had not taken its first "
+               "step by the peak";
+    if (r < 0.85)
+        return "below 1: state for part of the parameters only (frozen parameters, state sharded "
+               "by ZeRO or FSDP, or created lazily)";
+    if (r <= 1.15)
+        return "about 1: one buffer per parameter (SGD with momentum, Adagrad, RMSprop)";
+    if (r < 1.8)
+        return "between 1 and 2: Adam-style state for part of the parameters, or mixed "
+               "optimizers";
+    if (r <= 2.2)
+        return "about 2, as usual for Adam and AdamW: two moments per parameter in the "
+               "parameters' precision";
+    if (r < 3.6)
+        return "between 2 and 4: Adam-style state partly in higher precision than the "
+               "parameters";
+    if (r <= 4.4)
+        return "about 4: Adam-style state in fp32 for bf16 or fp16 parameters";
+    if (r >= 5.5 && r <= 6.5)
+        return "about 6: fp32 master weights plus fp32 Adam-style state for half-precision "
+               "parameters";
+    return "unusual: Adam-style optimizers keep 2 buffers per parameter, SGD with momentum 1, "
+           "plain SGD 0; see the optimizer-state sites";
+}
+
+/* --- the human report ------------------------------------------------------------------- */
+
+static void print_run(FILE *out, const vt_snapshot *s)
+{
+    char b[32];
+    fprintf(out, "%svramtap report%s  %s%s\n", vt_on(VT_STYLE_BOLD), vt_off(), s->path,
+            s->kind == VT_SNAP_IMPORT ? "  (imported from a PyTorch trace)" : "");
+    if (s->argc) {
+        fputs("  command   ", out);
+        vt_print_command(out, s->argv, s->argc);
+        fputc('\n', out);
+    }
+    fputs("  run      ", out);
+    if (!isnan(s->end_time_s))
+        fprintf(out, " %.2f s,", s->end_time_s);
+    fprintf(out, " %lld step%s", (long long)s->steps, s->steps == 1 ? "" : "s");
+    if (s->pid >= 0)
+        fprintf(out, ", pid %lld", (long long)s->pid);
+    if (s->rank >= 0)
+        fprintf(out, ", rank %lld", (long long)s->rank);
+    if (s->local_rank >= 0)
+        fprintf(out, " (local %lld)", (long long)s->local_rank);
+    fputc('\n', out);
+    if (s->host_peak_bytes >= 0)
+        fprintf(out, "  pinned host memory peaked at %s (host RAM, not part of any device peak)\n",
+                vt_fmt_bytes(b, s->host_peak_bytes));
+    if (s->dropped > 0)
+        fprintf(out,
+                "  %swarning%s: vramtap dropped %lld events (it ran out of memory itself): every "
+                "figure below is a lower bound\n",
+                vt_on(VT_STYLE_WARN), vt_off(), (long long)s->dropped);
+    if (s->unknown_frees > 0)
+        fprintf(out,
+                "  note: %lld frees of memory vramtap never saw allocated (made before it was "
+                "loaded, or through an API it does not hook) were ignored\n",
+                (long long)s->unknown_frees);
+}
+
+static void print_mode_notes(FILE *out, const vt_loaded *l)
+{
+    const vt_snapshot *s = &l->snap;
+    bool native = false;
+    for (size_t i = 0; i < l->nbills; i++)
+        native |= l->bills[i].native;
+    if (native) {
+        fprintf(
+            out,
+            "\n  %snative mode%s: the framework's caching allocator was kept%s%s%s, so vramtap "
+            "saw the\n  allocator's segments, not tensors. A segment holds tensors of every "
+            "category: the split into\n  parameters, gradients, optimizer state, activations "
+            "and temporaries needs tensor mode\n  (the default; run without VRAMTAP_MODE=native "
+            "or 'vramtap run --mode native').\n",
+            vt_on(VT_STYLE_WARN), vt_off(), s->pytorch_mode_reason ? " (" : "",
+            s->pytorch_mode_reason ? s->pytorch_mode_reason : "",
+            s->pytorch_mode_reason ? ")" : "");
+    } else if (!s->phase_markers) {
+        fprintf(out,
+                "\n  %sno phase markers%s in this run, so nothing is guessed: memory alive at the "
+                "end is\n  'unattributed (persistent)', the rest 'unattributed (transient)'. To "
+                "split it into parameters,\n  gradients, optimizer state, activations and "
+                "temporaries, mark the phases with one of:\n"
+                "    - the C API in include/vramtap.h: vramtap_begin(VRAMTAP_FORWARD) ... "
+                "vramtap_end(VRAMTAP_FORWARD),\n      the same for VRAMTAP_BACKWARD and "
+                "VRAMTAP_OPTIMIZER\n"
+                "    - NVTX ranges named forward, backward and optimizer\n"
+                "    - 'vramtap run -- python train.py' for PyTorch: the phases are marked for "
+                "you\n",
+                vt_on(VT_STYLE_WARN), vt_off());
+    }
+}
+
+static void print_category_row(FILE *out, vt_category c, const char *label, int64_t bytes,
+                               int64_t whole)
+{
+    char b[32];
+    fprintf(out, "    %s%-26s%s %12s %5.1f%%  %s", vt_cat_on(c), label, vt_off(),
+            vt_fmt_bytes(b, bytes), whole > 0 ? 100.0 * (double)bytes / (double)whole : 0.0,
+            vt_cat_on(c));
+    vt_print_bar(out, bytes, whole, BAR_WIDTH);
+    fprintf(out, "%s\n", vt_off());
+}
+
+void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill)
+{
+    char b[32];
+    int64_t whole = bill->dev->listed_bytes;
+    for (int c = 0; c < VT_NCATS; c++) {
+        bool unattributed = c >= VT_CAT_UNATTRIBUTED_PERSISTENT;
+        /* the five with markers, the unattributed ones without (or when some are present) */
+        if (unattributed ? bill->cat_count[c] == 0 : !s->phase_markers)
+            continue;
+        print_category_row(out, (vt_category)c, vt_category_label((vt_category)c),
+                           bill->cat_bytes[c], whole);
+    }
+    fprintf(out, "    %-26s %12s %5.1f%%  in %zu allocation%s\n", "total", vt_fmt_bytes(b, whole),
+            whole > 0 ? 100.0 : 0.0, bill->dev->listed_count,
+            bill->dev->listed_count == 1 ? "" : "s");
+}
+
+static void print_levels(FILE *out, const vt_bill *bill)
+{
+    const vt_device *d = bill->dev;
+    char b[32], g[32];
+    int64_t tensors = d->listed_bytes;
+    fprintf(out, "\n  %sthree levels%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+    fprintf(out, "    %-20s %12s  %s\n", bill->native ? "segments" : "tensors",
+            vt_fmt_bytes(b, tensors),
+            bill->native ? "allocator segments live at the peak"
+                         : "live allocations at the peak (the bill above)");
+    int64_t below = tensors;
+    if (d->reserved_source) {
+        int64_t gap = d->reserved_peak_bytes - tensors;
+        fprintf(out, "    %-20s %12s  %s high-water mark: ", "allocator reserved",
+                vt_fmt_bytes(b, d->reserved_peak_bytes), d->reserved_source);
+        if (gap >= 0)
+            fprintf(out,
+                    "%s more, held by the allocator but not by a live %s at the peak (cached "
+                    "blocks, rounding, fragmentation)\n",
+                    vt_fmt_delta(g, gap), bill->native ? "segment" : "tensor");
+        else
+            fprintf(out,
+                    "%s less: part of the tensors were allocated outside the allocator's %s "
+                    "(cudaMalloc, cuMemAlloc, VMM)\n",
+                    vt_fmt_bytes(g, -gap), d->reserved_source);
+        below = gap > 0 ? d->reserved_peak_bytes : tensors;
+    } else {
+        fprintf(out, "    %-20s %12s  not recorded\n", "allocator reserved", "-");
+    }
+    if (d->used_at_peak_bytes >= 0) {
+        int64_t gap = d->used_at_peak_bytes - below;
+        fprintf(out, "    %-20s %12s  cuMemGetInfo at the peak: %s %s\n", "device used",
+                vt_fmt_bytes(b, d->used_at_peak_bytes), vt_fmt_delta(g, gap),
+                gap >= 0 ? "outside the allocator: the CUDA context and kernels, library "
+                           "workspaces (cuBLAS, cuDNN, NCCL) and other processes on the device"
+                         : "(sampled just before the peak was reached)");
+    } else {
+        fprintf(out, "    %-20s %12s  not sampled\n", "device used", "-");
+    }
+}
+
+static void print_checks(FILE *out, const vt_bill *bill)
+{
+    static const vt_category checked[] = {VT_CAT_GRADIENTS, VT_CAT_OPTIMIZER_STATE};
+    fprintf(out, "\n  %schecks%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+    for (size_t i = 0; i < 2; i++) {
+        double r = vt_ratio(bill, checked[i]);
+        char label[40];
+        snprintf(label, sizeof label, "%s / parameters", vt_category_label(checked[i]));
+        fprintf(out, "    %-30s %5.2f  %s\n", label, r, vt_ratio_meaning(checked[i], r));
+    }
+}
+
+void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n)
+{
+    char b[32], label[VT_LABEL_MAX];
+    for (size_t i = 0; i < n; i++) {
+        vt_site_label(s, t[i].site, label);
+        fprintf(out, "      %12s %7lld x  %s\n", vt_fmt_bytes(b, t[i].bytes), (long long)t[i].count,
+                label);
+    }
+}
+
+static void print_sites(FILE *out, const vt_snapshot *s, const vt_bill *bill)
+{
+    if (!bill->ntop_all)
+        return;
+    fprintf(out,
+            "\n  %stop sites%s  (bytes live at the peak, allocations, innermost frame first)\n",
+            vt_on(VT_STYLE_BOLD), vt_off());
+    for (int c = 0; c < VT_NCATS; c++) {
+        if (!bill->ntop[c])
+            continue;
+        fprintf(out, "    %s%s%s  (%zu site%s)\n", vt_cat_on((vt_category)c),
+                bill->native ? "segments" : vt_category_label((vt_category)c), vt_off(),
+                bill->nsites_in[c], bill->nsites_in[c] == 1 ? "" : "s");
+        vt_print_site_rows(out, s, bill->top[c], bill->ntop[c]);
+    }
+}
+
+static void print_segments(FILE *out, const vt_bill *bill)
+{
+    char b[32], when[48];
+    fprintf(out, "  %ssegments live at the peak, by when they were created%s\n",
+            vt_on(VT_STYLE_BOLD), vt_off());
+    for (size_t i = 0; i < bill->ngroups; i++) {
+        const vt_birth_group *g = &bill->groups[i];
+        if (g->phase == VT_SETUP)
+            snprintf(when, sizeof when, "setup");
+        else
+            snprintf(when, sizeof when, "step %lld, %s", (long long)g->step,
+                     g->phase == VT_OTHER ? "between phases" : vt_phase_name(g->phase));
+        fprintf(out, "    %-26s %12s  %lld segment%s\n", when, vt_fmt_bytes(b, g->bytes),
+                (long long)g->count, g->count == 1 ? "" : "s");
+    }
+    fprintf(out, "    %-26s %12s  in %zu segment%s\n", "total",
+            vt_fmt_bytes(b, bill->dev->listed_bytes), bill->dev->listed_count,
+            bill->dev->listed_count == 1 ? "" : "s");
+}
+
+void vt_print_device_title(FILE *out, const vt_device *d)
+{
+    char b[32];
+    fprintf(out, "\n%scuda:%d%s", vt_on(VT_STYLE_BOLD), d->device, vt_off());
+    if (d->name)
+        fprintf(out, "  %s", d->name);
+    if (d->total_bytes >= 0)
+        fprintf(out, "%s%s", d->name ? ", " : "  ", vt_fmt_bytes(b, d->total_bytes));
+    fputc('\n', out);
+}
+
+void vt_print_peak(FILE *out, const vt_device *d)
+{
+    char b[32];
+    fprintf(out, "  peak      %s%s%s at %.2f s, step %lld, %s", vt_on(VT_STYLE_BOLD),
+            vt_fmt_bytes(b, d->peak_bytes), vt_off(), d->peak_time_s, (long long)d->peak_step,
+            vt_phase_name(d->peak_phase));
+    if (d->total_bytes > 0)
+        fprintf(out, " (%.1f%% of the device)",
+                100.0 * (double)d->peak_bytes / (double)d->total_bytes);
+    fputc('\n', out);
+}
+
+static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
+{
+    const vt_snapshot *s = &l->snap;
+    const vt_device *d = bill->dev;
+    char b[32], p[32];
+    vt_print_device_title(out, d);
+    vt_print_peak(out, d);
+    if (d->listed_bytes != d->peak_bytes)
+        fprintf(out,
+                "  %snote%s: the allocations listed add up to %s, not the peak %s (an imported "
+                "trace, or events were dropped)\n",
+                vt_on(VT_STYLE_WARN), vt_off(), vt_fmt_bytes(b, d->listed_bytes),
+                vt_fmt_bytes(p, d->peak_bytes));
+    fputc('\n', out);
+    if (bill->native) {
+        print_segments(out, bill);
+    } else {
+        fprintf(out, "  %sat the peak%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+        vt_print_categories(out, s, bill);
+    }
+    print_levels(out, bill);
+    if (!bill->native && s->phase_markers && bill->cat_bytes[VT_CAT_PARAMETERS] > 0)
+        print_checks(out, bill);
+    print_sites(out, s, bill);
+}
+
+static void print_oom_events(FILE *out, const vt_snapshot *s)
+{
+    char b[32];
+    if (!s->noom_events)
+        return;
+    fprintf(out, "\n%sout-of-memory events%s\n", vt_on(VT_STYLE_BAD), vt_off());
+    for (size_t i = 0; i < s->noom_events; i++) {
+        const vt_oom *e = &s->oom_events[i];
+        fprintf(out,
+                "  #%lld at %.2f s: %s asked on cuda:%d via %s, %s of step %lld: ", (long long)e->n,
+                e->time_s, vt_fmt_bytes(b, e->size), e->device, e->api, vt_phase_name(e->phase),
+                (long long)e->step);
+        if (e->retry_succeeded)
+            fputs("a retry succeeded (the caching allocator freed its cache and tried again)", out);
+        else
+            fputs("no retry succeeded", out);
+        if (e->file)
+            fprintf(out, "; post-mortem: vramtap report %s", e->file);
+        fputc('\n', out);
+    }
+}
+
+void vt_print_report(FILE *out, vt_loaded *l, const vt_report_opts *o)
+{
+    (void)o;
+    const vt_snapshot *s = &l->snap;
+    print_run(out, s);
+    print_mode_notes(out, l);
+    if (!s->ndevices)
+        fputs("\n  no device memory was allocated\n", out);
+    for (size_t i = 0; i < l->nbills; i++)
+        print_device(out, l, &l->bills[i]);
+    print_oom_events(out, s);
+}
+
+/* --- the command ------------------------------------------------------------------------ */
+
+static int report_one(const char *path, const vt_report_opts *o)
+{
+    vt_loaded l;
+    vt_err err;
+    if (vt_loaded_open(path, o, &l, &err)) {
+        fprintf(stderr, "vramtap report: %s\n", err.msg);
+        return 2;
+    }
+    int rc = 0;
+    if (o->folded) {
+        if (vt_print_folded(stdout, &l, &err)) {
+            fprintf(stderr, "vramtap report: %s\n", err.msg);
+            rc = 2;
+        }
+    } else if (o->json) {
+        json_t *doc = vt_report_json(&l, o);
+        vt_print_json(stdout, doc);
+        json_decref(doc);
+    } else if (l.snap.kind == VT_SNAP_OOM) {
+        vt_print_postmortem(stdout, &l, o);
+    } else {
+        vt_print_report(stdout, &l, o);
+    }
+    vt_loaded_close(&l);
+    return rc;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Snapshot files in a directory: vramtap.*.json, in name order. */
+static int list_dir(const char *dir, char ***paths, size_t *n, size_t *cap)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "vramtap report: %s: cannot open: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    size_t before = *n;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "vramtap.", 8) || len < 13 || strcmp(e->d_name + len - 5, ".json"))
+            continue;
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 16;
+            char **grown = realloc(*paths, *cap * sizeof **paths);
+            if (!grown)
+                break;
+            *paths = grown;
+        }
+        size_t plen = strlen(dir) + len + 2;
+        char *path = malloc(plen);
+        if (!path)
+            break;
+        snprintf(path, plen, "%s/%s", dir, e->d_name);
+        (*paths)[(*n)++] = path;
+    }
+    closedir(d);
+    qsort(*paths + before, *n - before, sizeof **paths, by_name);
+    if (*n == before) {
+        fprintf(stderr, "vramtap report: %s: no vramtap.*.json snapshots in this directory\n", dir);
+        return -1;
+    }
+    return 0;
+}
 
 int vt_cmd_report(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vramtap report: not available in this build yet\n");
-    return 2;
+    vt_report_opts o;
+    int first = vt_parse_opts(argc, argv, &o, true, usage);
+    if (first < 0)
+        return first == -2 ? 0 : 2;
+    if (first == argc) {
+        fprintf(stderr, "vramtap report: no snapshot given (try 'vramtap report --help')\n");
+        return 2;
+    }
+    vt_term_init();
+    char **paths = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (int i = first; i < argc && rc == 0; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            rc = list_dir(argv[i], &paths, &n, &cap) ? 2 : 0;
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = realloc(paths, cap * sizeof *paths);
+            if (!grown) {
+                rc = 2;
+                break;
+            }
+            paths = grown;
+        }
+        if (!(paths[n] = strdup(argv[i])))
+            rc = 2;
+        else
+            n++;
+    }
+    if (rc == 0) {
+        if (n == 1) {
+            rc = report_one(paths[0], &o);
+        } else if (o.folded) {
+            fprintf(stderr, "vramtap report: --folded reads one snapshot, not %zu\n", n);
+            rc = 2;
+        } else {
+            rc = vt_report_ranks(paths, n, &o);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    return rc;
 }

@@ -1,0 +1,907 @@
+/* Reading and validating snapshots. Every value the reporter uses is checked here for type and
+ * plausibility, so a bad file ends in one line naming the file and the key, never a crash or a
+ * silently wrong bill. Keys the reporter does not use are left alone: the format lets newer
+ * libraries add them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "snapshot.h"
+#include "split.h"
+
+#define FORMAT_NAME "vramtap-snapshot"
+#define FORMAT_VERSION 1
+#define MAX_COUNT (INT64_C(1) << 40) /* steps, instances, event numbers */
+#define MAX_DEVICE 1023
+#define MAX_TIME_S 1e9 /* thirty years of run time */
+#define MAX_PID INT32_MAX
+/* Below this many allocations threads cost more than they save. */
+#define PARALLEL_MIN 8192
+#define MAX_THREADS 8
+
+void vt_err_set(vt_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+}
+
+static void prepend(vt_err *err, const char *prefix, const char *sep)
+{
+    char old[sizeof err->msg];
+    memcpy(old, err->msg, sizeof old);
+    old[sizeof old - 1] = '\0';
+    size_t plen = strlen(prefix), slen = strlen(sep), mlen = strlen(old);
+    size_t room = sizeof err->msg - 1;
+    plen = plen < room ? plen : room;
+    slen = slen < room - plen ? slen : room - plen;
+    mlen = mlen < room - plen - slen ? mlen : room - plen - slen;
+    memcpy(err->msg, prefix, plen);
+    memcpy(err->msg + plen, sep, slen);
+    memcpy(err->msg + plen + slen, old, mlen);
+    err->msg[plen + slen + mlen] = '\0';
+}
+
+/* Puts where the failing key lives in front of the message: "where.key: problem", or
+ * "where: problem" when the problem is the value itself. Returns -1 for `return fail_in()`. */
+__attribute__((format(printf, 2, 3))) static int fail_in(vt_err *err, const char *fmt, ...)
+{
+    char where[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(where, sizeof where, fmt, ap);
+    va_end(ap);
+    prepend(err, where, err->msg[0] == ':' ? "" : ".");
+    return -1;
+}
+
+/* Names the file in front of the message. */
+static int fail_file(const vt_snapshot *s, vt_err *err)
+{
+    prepend(err, s->path, err->msg[0] == ':' ? "" : ": ");
+    return -1;
+}
+
+/* fail_in, then fail_file. */
+__attribute__((format(printf, 3, 4))) static int fail_at(const vt_snapshot *s, vt_err *err,
+                                                         const char *fmt, ...)
+{
+    char where[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(where, sizeof where, fmt, ap);
+    va_end(ap);
+    fail_in(err, "%s", where);
+    return fail_file(s, err);
+}
+
+static const char *const phase_names[VT_NPHASES] = {"setup", "forward", "backward", "optimizer",
+                                                    "other"};
+
+const char *vt_phase_name(vt_phase p)
+{
+    return p < VT_NPHASES ? phase_names[p] : "?";
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number with a fraction";
+    case JSON_TRUE:
+        return "true";
+    case JSON_FALSE:
+        return "false";
+    default:
+        return "null";
+    }
+}
+
+/* --- typed getters: the message names the key; callers add where the object is ----------- */
+
+enum { REQUIRED = 0, NULLABLE = 1 }; /* NULLABLE: missing or null gives "unknown" */
+
+static int wrong(vt_err *err, const char *key, const char *expected, const json_t *v)
+{
+    if (!v)
+        vt_err_set(err, "%s: missing (expected %s)", key, expected);
+    else
+        vt_err_set(err, "%s: expected %s, found %s", key, expected, type_name(v));
+    return -1;
+}
+
+static json_t *lookup(json_t *obj, const char *key, int flags)
+{
+    json_t *v = json_object_get(obj, key);
+    return (flags & NULLABLE) && json_is_null(v) ? NULL : v;
+}
+
+static int get_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int flags, int64_t *out,
+                   vt_err *err)
+{
+    json_t *v = lookup(obj, key, flags);
+    if (!v && (flags & NULLABLE)) {
+        *out = -1;
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return wrong(err, key, "an integer", v);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        vt_err_set(err, "%s: %lld is not plausible (expected %lld to %lld)", key, (long long)x,
+                   (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int get_bytes(json_t *obj, const char *key, int flags, int64_t *out, vt_err *err)
+{
+    json_t *v = lookup(obj, key, flags);
+    if (json_is_integer(v) && (json_integer_value(v) < 0 || json_integer_value(v) > VT_MAX_BYTES)) {
+        vt_err_set(err, "%s: %lld is not a plausible number of bytes (expected 0 to 1 PiB)", key,
+                   (long long)json_integer_value(v));
+        return -1;
+    }
+    return get_int(obj, key, 0, VT_MAX_BYTES, flags, out, err);
+}
+
+static int get_time(json_t *obj, const char *key, int flags, double *out, vt_err *err)
+{
+    json_t *v = lookup(obj, key, flags);
+    if (!v && (flags & NULLABLE)) {
+        *out = NAN;
+        return 0;
+    }
+    if (!json_is_number(v))
+        return wrong(err, key, "a number of seconds", v);
+    double x = json_number_value(v);
+    if (!(x >= 0 && x <= MAX_TIME_S)) {
+        vt_err_set(err, "%s: %g is not a plausible time in seconds", key, x);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int get_str(json_t *obj, const char *key, int flags, const char **out, vt_err *err)
+{
+    json_t *v = lookup(obj, key, flags);
+    *out = NULL;
+    if (!v && (flags & NULLABLE))
+        return 0;
+    if (!json_is_string(v))
+        return wrong(err, key, "a string", v);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int get_bool(json_t *obj, const char *key, bool *out, vt_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_boolean(v))
+        return wrong(err, key, "true or false", v);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* An object or array member; NULL without error when NULLABLE and absent. */
+static int get_container(json_t *obj, const char *key, json_type type, int flags, json_t **out,
+                         vt_err *err)
+{
+    json_t *v = lookup(obj, key, flags);
+    *out = NULL;
+    if (!v && (flags & NULLABLE))
+        return 0;
+    if (!v || json_typeof(v) != type)
+        return wrong(err, key, type == JSON_OBJECT ? "an object" : "an array", v);
+    *out = v;
+    return 0;
+}
+
+static int get_phase(json_t *obj, const char *key, vt_phase *out, vt_err *err)
+{
+    const char *s;
+    if (get_str(obj, key, REQUIRED, &s, err))
+        return -1;
+    for (int p = 0; p < VT_NPHASES; p++)
+        if (!strcmp(s, phase_names[p])) {
+            *out = (vt_phase)p;
+            return 0;
+        }
+    vt_err_set(err, "%s: \"%.40s\" is not a phase (setup, forward, backward, optimizer, other)",
+               key, s);
+    return -1;
+}
+
+static int get_moment(json_t *obj, const char *key, int64_t max_step, vt_moment *m, vt_err *err)
+{
+    json_t *o = json_object_get(obj, key);
+    if (!json_is_object(o))
+        return wrong(err, key, "an object", o);
+    if (get_phase(o, "phase", &m->phase, err) ||
+        get_int(o, "step", 0, max_step, REQUIRED, &m->step, err) ||
+        get_int(o, "instance", 0, MAX_COUNT, REQUIRED, &m->instance, err))
+        return fail_in(err, "%s", key);
+    return 0;
+}
+
+/* --- the file --------------------------------------------------------------------------- */
+
+static int read_file(const char *path, char **out, size_t *outlen, vt_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        vt_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        vt_err_set(err, "%s: is a directory", path);
+        return -1;
+    }
+    /* st_size is only a hint: pipes and /proc files report 0. */
+    size_t cap = (S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 65536) + 1, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            close(fd);
+            vt_err_set(err, "%s: out of memory reading the file", path);
+            return -1;
+        }
+        if (len + 1 == cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown)
+                free(buf);
+            buf = grown;
+            cap *= 2;
+            continue;
+        }
+        ssize_t r = read(fd, buf + len, cap - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            vt_err_set(err, "%s: cannot read: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    buf[len] = '\0';
+    *out = buf;
+    *outlen = len;
+    return 0;
+}
+
+static int json_error(const char *path, const char *buf, const char *piece, const json_error_t *je,
+                      vt_err *err)
+{
+    char where[64];
+    vt_describe_offset(buf, (size_t)(piece - buf) + (size_t)je->position, where, sizeof where);
+    vt_err_set(err, "%s: not valid JSON at %s: %s", path, where, je->text);
+    return -1;
+}
+
+static json_t *parse_piece(const vt_snapshot *s, vt_piece span, vt_err *err)
+{
+    json_error_t je;
+    json_t *v = json_loadb(span.p, span.len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!v)
+        json_error(s->path, s->buf, span.p, &je, err);
+    return v;
+}
+
+/* Explains a file whose top level is not an object. */
+static int not_an_object(const vt_snapshot *s, vt_err *err)
+{
+    const char *p = s->buf;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    if (p == s->buf + s->buflen) {
+        vt_err_set(err, "%s: empty file, not a vramtap snapshot", s->path);
+        return -1;
+    }
+    json_t *v = parse_piece(s, (vt_piece){s->buf, s->buflen}, err);
+    if (!v)
+        return -1;
+    vt_err_set(err, "%s: not a vramtap snapshot: the file holds %s, not an object", s->path,
+               type_name(v));
+    json_decref(v);
+    return -1;
+}
+
+/* --- top-level members ------------------------------------------------------------------ */
+
+/* allocations and sites: their elements are parsed apart from the rest */
+typedef struct {
+    vt_member allocations, sites;
+    bool have_allocations, have_sites;
+} big_members;
+
+static int collect_members(vt_snapshot *s, big_members *big, vt_err *err)
+{
+    vt_member *members;
+    size_t n;
+    int r = vt_split_object(s->path, s->buf, s->buflen, &members, &n, err);
+    if (r > 0)
+        return not_an_object(s, err);
+    if (r < 0)
+        return -1;
+    s->root = json_object();
+    for (size_t i = 0; i < n && r == 0; i++) {
+        json_t *key = parse_piece(s, members[i].key, err);
+        if (!key) {
+            r = -1;
+            break;
+        }
+        const char *k = json_string_value(key);
+        bool is_alloc = !strcmp(k, "allocations"), is_sites = !strcmp(k, "sites");
+        if (json_object_get(s->root, k) || (is_alloc && big->have_allocations) ||
+            (is_sites && big->have_sites)) {
+            vt_err_set(err, "%s: the key \"%.60s\" appears twice", s->path, k);
+            r = -1;
+        } else if (is_alloc || is_sites) {
+            *(is_alloc ? &big->allocations : &big->sites) = members[i];
+            *(is_alloc ? &big->have_allocations : &big->have_sites) = true;
+            members[i].elems = NULL;
+        } else {
+            json_t *v = parse_piece(s, members[i].value, err);
+            if (!v || json_object_set_new(s->root, k, v))
+                r = -1;
+        }
+        json_decref(key);
+    }
+    vt_members_free(members, n);
+    return r;
+}
+
+static int check_format(vt_snapshot *s, vt_err *err)
+{
+    json_t *format = json_object_get(s->root, "format");
+    if (!format) {
+        const char *hint = json_object_get(s->root, "traceEvents")
+                               ? ": it looks like a PyTorch profiler trace; convert it with "
+                                 "'vramtap import'"
+                           : json_object_get(s->root, "segments")
+                               ? ": it looks like a PyTorch memory snapshot; convert it with "
+                                 "'vramtap import'"
+                               : " (no \"format\" key)";
+        vt_err_set(err, "%s: not a vramtap snapshot%s", s->path, hint);
+        return -1;
+    }
+    if (!json_is_string(format) || strcmp(json_string_value(format), FORMAT_NAME)) {
+        vt_err_set(err, "%s: not a vramtap snapshot (format is %s%.40s%s, not \"%s\")", s->path,
+                   json_is_string(format) ? "\"" : "",
+                   json_is_string(format) ? json_string_value(format) : type_name(format),
+                   json_is_string(format) ? "\"" : "", FORMAT_NAME);
+        return -1;
+    }
+    int64_t version;
+    if (get_int(s->root, "version", 1, INT64_MAX, REQUIRED, &version, err))
+        return fail_file(s, err);
+    if (version > FORMAT_VERSION) {
+        vt_err_set(err,
+                   "%s: snapshot format version %lld is newer than this vramtap reads (%d): "
+                   "update vramtap",
+                   s->path, (long long)version, FORMAT_VERSION);
+        return -1;
+    }
+    const char *kind;
+    if (get_str(s->root, "kind", REQUIRED, &kind, err))
+        return fail_file(s, err);
+    if (!strcmp(kind, "exit"))
+        s->kind = VT_SNAP_EXIT;
+    else if (!strcmp(kind, "oom"))
+        s->kind = VT_SNAP_OOM;
+    else if (!strcmp(kind, "import"))
+        s->kind = VT_SNAP_IMPORT;
+    else {
+        vt_err_set(err, "%s: kind: \"%.40s\" is not a snapshot kind (exit, oom, import)", s->path,
+                   kind);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_process(vt_snapshot *s, vt_err *err)
+{
+    json_t *r = s->root, *command, *rank, *modes, *counters, *host, *pytorch = NULL;
+    if (get_bool(r, "phase_markers", &s->phase_markers, err) ||
+        get_int(r, "steps", 0, MAX_COUNT, REQUIRED, &s->steps, err) ||
+        get_str(r, "prog", NULLABLE, &s->prog, err) ||
+        get_int(r, "pid", 0, MAX_PID, NULLABLE, &s->pid, err) ||
+        get_time(r, "end_time_s", NULLABLE, &s->end_time_s, err) ||
+        get_container(r, "command", JSON_ARRAY, NULLABLE, &command, err) ||
+        get_container(r, "rank", JSON_OBJECT, NULLABLE, &rank, err) ||
+        get_container(r, "env", JSON_OBJECT, NULLABLE, &s->env, err) ||
+        get_container(r, "modes", JSON_OBJECT, NULLABLE, &modes, err) ||
+        get_container(r, "counters", JSON_OBJECT, NULLABLE, &counters, err) ||
+        get_container(r, "host", JSON_OBJECT, NULLABLE, &host, err))
+        return fail_file(s, err);
+    s->rank = s->local_rank = -1;
+    if (rank && (get_int(rank, "rank", 0, MAX_PID, NULLABLE, &s->rank, err) ||
+                 get_int(rank, "local_rank", 0, MAX_PID, NULLABLE, &s->local_rank, err)))
+        return fail_at(s, err, "rank");
+    if (modes && get_container(modes, "pytorch", JSON_OBJECT, NULLABLE, &pytorch, err))
+        return fail_at(s, err, "modes");
+    if (pytorch && (get_str(pytorch, "mode", REQUIRED, &s->pytorch_mode, err) ||
+                    get_str(pytorch, "reason", NULLABLE, &s->pytorch_mode_reason, err)))
+        return fail_at(s, err, "modes.pytorch");
+    s->dropped = s->unknown_frees = 0;
+    if (counters &&
+        (get_int(counters, "dropped", 0, INT64_MAX, NULLABLE, &s->dropped, err) ||
+         get_int(counters, "unknown_frees", 0, INT64_MAX, NULLABLE, &s->unknown_frees, err)))
+        return fail_at(s, err, "counters");
+    s->host_peak_bytes = -1;
+    if (host) {
+        int64_t peak, count;
+        if (get_bytes(host, "peak_bytes", REQUIRED, &peak, err) ||
+            get_int(host, "allocations", 0, INT64_MAX, REQUIRED, &count, err))
+            return fail_at(s, err, "host");
+        if (count > 0)
+            s->host_peak_bytes = peak;
+    }
+    if (s->env) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(s->env, k, v) if (!json_is_string(v))
+        {
+            wrong(err, k, "a string", v);
+            return fail_at(s, err, "env");
+        }
+    }
+    if (command) {
+        s->argc = json_array_size(command);
+        s->argv = calloc(s->argc ? s->argc : 1, sizeof *s->argv);
+        if (!s->argv) {
+            vt_err_set(err, "%s: out of memory", s->path);
+            return -1;
+        }
+        for (size_t i = 0; i < s->argc; i++) {
+            s->argv[i] = json_string_value(json_array_get(command, i));
+            if (!s->argv[i]) {
+                vt_err_set(err, "%s: command[%zu]: expected a string, found %s", s->path, i,
+                           type_name(json_array_get(command, i)));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int load_device(vt_snapshot *s, json_t *d, vt_device *dev, vt_err *err)
+{
+    json_t *reserved;
+    int64_t ordinal;
+    if (!json_is_object(d))
+        return wrong(err, "", "an object", d);
+    if (get_int(d, "device", 0, MAX_DEVICE, REQUIRED, &ordinal, err) ||
+        get_str(d, "name", NULLABLE, &dev->name, err) ||
+        get_str(d, "uuid", NULLABLE, &dev->uuid, err) ||
+        get_bytes(d, "total_bytes", NULLABLE, &dev->total_bytes, err) ||
+        get_bytes(d, "peak_bytes", REQUIRED, &dev->peak_bytes, err) ||
+        get_time(d, "peak_time_s", REQUIRED, &dev->peak_time_s, err) ||
+        get_phase(d, "peak_phase", &dev->peak_phase, err) ||
+        get_int(d, "peak_step", 0, s->steps, REQUIRED, &dev->peak_step, err) ||
+        get_bytes(d, "live_bytes_at_end", NULLABLE, &dev->live_bytes_at_end, err) ||
+        get_bytes(d, "used_at_peak_bytes", NULLABLE, &dev->used_at_peak_bytes, err) ||
+        get_container(d, "reserved", JSON_OBJECT, NULLABLE, &reserved, err))
+        return -1;
+    dev->device = (int)ordinal;
+    dev->reserved_peak_bytes = dev->reserved_current_bytes = -1;
+    if (reserved &&
+        (get_str(reserved, "source", REQUIRED, &dev->reserved_source, err) ||
+         get_bytes(reserved, "peak_bytes", REQUIRED, &dev->reserved_peak_bytes, err) ||
+         get_bytes(reserved, "current_bytes", NULLABLE, &dev->reserved_current_bytes, err)))
+        return fail_in(err, "reserved");
+    return 0;
+}
+
+static int load_devices(vt_snapshot *s, vt_err *err)
+{
+    json_t *devices;
+    if (get_container(s->root, "devices", JSON_ARRAY, REQUIRED, &devices, err))
+        return fail_file(s, err);
+    s->ndevices = json_array_size(devices);
+    s->devices = calloc(s->ndevices ? s->ndevices : 1, sizeof *s->devices);
+    if (!s->devices) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    for (size_t i = 0; i < s->ndevices; i++) {
+        if (load_device(s, json_array_get(devices, i), &s->devices[i], err))
+            return fail_at(s, err, "devices[%zu]", i);
+        for (size_t j = 0; j < i; j++)
+            if (s->devices[j].device == s->devices[i].device) {
+                vt_err_set(err, "%s: devices[%zu]: device %d is listed twice", s->path, i,
+                           s->devices[i].device);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+static int load_oom(vt_snapshot *s, json_t *o, bool post_mortem, vt_oom *oom, vt_err *err)
+{
+    int64_t device;
+    if (!json_is_object(o))
+        return wrong(err, "", "an object", o);
+    /* A failed request may be absurdly large: that is often the bug being chased. */
+    if (get_int(o, "n", 1, MAX_COUNT, REQUIRED, &oom->n, err) ||
+        get_time(o, "time_s", REQUIRED, &oom->time_s, err) ||
+        get_int(o, "device", 0, MAX_DEVICE, REQUIRED, &device, err) ||
+        get_int(o, "size", 0, INT64_MAX, REQUIRED, &oom->size, err) ||
+        get_str(o, "api", REQUIRED, &oom->api, err) || get_phase(o, "phase", &oom->phase, err) ||
+        get_int(o, "step", 0, s->steps, REQUIRED, &oom->step, err))
+        return -1;
+    int64_t site;
+    if (get_int(o, "site", 0, (int64_t)s->nsites - 1, NULLABLE, &site, err))
+        return -1;
+    oom->site = (int32_t)site;
+    oom->device = (int)device;
+    oom->error = oom->free_bytes = oom->total_bytes = -1;
+    if (post_mortem)
+        return get_int(o, "error", INT64_MIN, INT64_MAX, NULLABLE, &oom->error, err) ||
+                       get_bytes(o, "free_bytes", NULLABLE, &oom->free_bytes, err) ||
+                       get_bytes(o, "total_bytes", NULLABLE, &oom->total_bytes, err)
+                   ? -1
+                   : 0;
+    return get_bool(o, "retry_succeeded", &oom->retry_succeeded, err) ||
+                   get_str(o, "file", NULLABLE, &oom->file, err)
+               ? -1
+               : 0;
+}
+
+static int load_ooms(vt_snapshot *s, vt_err *err)
+{
+    json_t *events, *oom;
+    if (get_container(s->root, "oom_events", JSON_ARRAY, NULLABLE, &events, err))
+        return fail_file(s, err);
+    s->noom_events = json_array_size(events);
+    s->oom_events = calloc(s->noom_events ? s->noom_events : 1, sizeof *s->oom_events);
+    if (!s->oom_events) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    for (size_t i = 0; i < s->noom_events; i++)
+        if (load_oom(s, json_array_get(events, i), false, &s->oom_events[i], err))
+            return fail_at(s, err, "oom_events[%zu]", i);
+    if (s->kind != VT_SNAP_OOM)
+        return 0;
+    if (get_container(s->root, "oom", JSON_OBJECT, REQUIRED, &oom, err))
+        return fail_file(s, err);
+    if (load_oom(s, oom, true, &s->oom, err))
+        return fail_at(s, err, "oom");
+    s->has_oom = true;
+    return 0;
+}
+
+/* --- allocations, parsed in parallel ---------------------------------------------------- */
+
+typedef struct {
+    const vt_snapshot *s;
+    const vt_piece *spans;
+    const int16_t *device_index; /* ordinal -> index in devices, -1 when not listed */
+} alloc_ctx;
+
+static vt_alloc_kind kind_of(const char *k)
+{
+    static const char *const names[] = {"device", "managed", "pool", "vmm", "segment"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(k, names[i]))
+            return (vt_alloc_kind)i;
+    return VT_KIND_OTHER;
+}
+
+static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
+{
+    int64_t size, device, site;
+    const char *kind;
+    json_t *death;
+    if (!json_is_object(o))
+        return wrong(err, "", "an object", o);
+    if (get_bytes(o, "size", REQUIRED, &size, err) ||
+        get_int(o, "device", 0, MAX_DEVICE, REQUIRED, &device, err) ||
+        get_str(o, "kind", REQUIRED, &kind, err) ||
+        get_int(o, "site", 0, (int64_t)c->s->nsites - 1, NULLABLE, &site, err) ||
+        get_moment(o, "birth", c->s->steps, &a->birth, err) ||
+        get_container(o, "death", JSON_OBJECT, NULLABLE, &death, err) ||
+        (death && get_moment(o, "death", c->s->steps, &a->death, err)))
+        return -1;
+    if (c->device_index[device] < 0) {
+        vt_err_set(err, "device: %lld is not in devices[]", (long long)device);
+        return -1;
+    }
+    if (death && (a->death.step < a->birth.step || a->death.instance < a->birth.instance)) {
+        vt_err_set(err,
+                   "death: step %lld, instance %lld comes before its birth (step %lld, "
+                   "instance %lld)",
+                   (long long)a->death.step, (long long)a->death.instance, (long long)a->birth.step,
+                   (long long)a->birth.instance);
+        return -1;
+    }
+    a->size = size;
+    a->device = (int32_t)device;
+    a->site = (int32_t)site;
+    a->kind = (uint8_t)kind_of(kind);
+    a->alive_at_end = !death;
+    return 0;
+}
+
+static int parse_alloc(const alloc_ctx *c, size_t i, vt_alloc *a, vt_err *err)
+{
+    json_t *o = parse_piece(c->s, c->spans[i], err);
+    if (!o)
+        return -1;
+    int r = alloc_fields(c, o, a, err);
+    json_decref(o);
+    return r ? fail_at(c->s, err, "allocations[%zu]", i) : 0;
+}
+
+typedef struct {
+    const alloc_ctx *c;
+    vt_alloc *out;
+    size_t from, to, failed_at;
+    vt_err err;
+} alloc_job;
+
+static void *parse_allocs(void *arg)
+{
+    alloc_job *j = arg;
+    for (size_t i = j->from; i < j->to; i++)
+        if (parse_alloc(j->c, i, &j->out[i], &j->err)) {
+            j->failed_at = i;
+            break;
+        }
+    return NULL;
+}
+
+/* A big member must be an array; parsing it says what it is instead. */
+static int want_array(const vt_snapshot *s, const char *key, const vt_member *m, vt_err *err)
+{
+    if (m->value.p[0] == '[')
+        return 0;
+    json_t *v = parse_piece(s, m->value, err);
+    if (!v)
+        return -1;
+    vt_err_set(err, "%s: %s: expected an array, found %s", s->path, key, type_name(v));
+    json_decref(v);
+    return -1;
+}
+
+static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
+{
+    const vt_piece *spans = m->elems;
+    size_t n = m->nelems;
+    if (want_array(s, "allocations", m, err))
+        return -1;
+    int16_t device_index[MAX_DEVICE + 1];
+    memset(device_index, 0xff, sizeof device_index);
+    for (size_t d = 0; d < s->ndevices; d++)
+        device_index[s->devices[d].device] = (int16_t)d;
+    alloc_ctx c = {s, spans, device_index};
+    s->nallocs = n;
+    s->allocs = malloc((n ? n : 1) * sizeof *s->allocs);
+    if (!s->allocs) {
+        vt_err_set(err, "%s: out of memory for %zu allocations", s->path, n);
+        return -1;
+    }
+
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t nthreads = n < PARALLEL_MIN || cpus < 2 ? 1
+                      : cpus > MAX_THREADS         ? MAX_THREADS
+                                                   : (size_t)cpus;
+    alloc_job jobs[MAX_THREADS];
+    pthread_t threads[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    for (size_t t = 0; t < nthreads; t++) {
+        jobs[t] =
+            (alloc_job){&c, s->allocs, n * t / nthreads, n * (t + 1) / nthreads, SIZE_MAX, {{0}}};
+        /* The first share runs here; a thread that cannot start runs here too. */
+        if (t > 0)
+            started[t] = pthread_create(&threads[t], NULL, parse_allocs, &jobs[t]) == 0;
+    }
+    parse_allocs(&jobs[0]);
+    for (size_t t = 1; t < nthreads; t++) {
+        if (started[t])
+            pthread_join(threads[t], NULL);
+        else
+            parse_allocs(&jobs[t]);
+    }
+    /* Shares are in file order, so the first failing share holds the first bad allocation. */
+    for (size_t t = 0; t < nthreads; t++)
+        if (jobs[t].failed_at != SIZE_MAX) {
+            *err = jobs[t].err;
+            return -1;
+        }
+
+    for (size_t i = 0; i < n; i++) {
+        vt_device *dev = &s->devices[device_index[s->allocs[i].device]];
+        dev->listed_bytes += s->allocs[i].size;
+        dev->listed_count++;
+        if (dev->listed_bytes > VT_MAX_BYTES) {
+            vt_err_set(err, "%s: the allocations on device %d add up to more than 1 PiB", s->path,
+                       dev->device);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int index_sites(vt_snapshot *s, const vt_member *m, vt_err *err)
+{
+    if (want_array(s, "sites", m, err))
+        return -1;
+    s->nsites = m->nelems;
+    if (s->nsites > INT32_MAX) {
+        vt_err_set(err, "%s: sites: more than %d sites", s->path, INT32_MAX);
+        return -1;
+    }
+    s->sites = calloc(s->nsites ? s->nsites : 1, sizeof *s->sites);
+    if (!s->sites) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    for (size_t i = 0; i < s->nsites; i++) {
+        s->sites[i].text = m->elems[i].p;
+        s->sites[i].len = m->elems[i].len;
+    }
+    return 0;
+}
+
+static int frame_fields(json_t *o, vt_frame *f, vt_err *err)
+{
+    const char *type;
+    if (!json_is_object(o))
+        return wrong(err, "", "an object", o);
+    if (get_str(o, "type", REQUIRED, &type, err))
+        return -1;
+    f->line = -1;
+    if (!strcmp(type, "python")) {
+        f->python = true;
+        return get_str(o, "file", NULLABLE, &f->file, err) ||
+                       get_str(o, "function", NULLABLE, &f->function, err) ||
+                       get_int(o, "line", 0, INT32_MAX, NULLABLE, &f->line, err)
+                   ? -1
+                   : 0;
+    }
+    if (strcmp(type, "native")) {
+        /* a frame type from a newer library: shown by its type alone */
+        f->module = type;
+        return 0;
+    }
+    return get_str(o, "module", NULLABLE, &f->module, err) ||
+                   get_str(o, "offset", NULLABLE, &f->offset, err) ||
+                   get_str(o, "symbol", NULLABLE, &f->symbol, err)
+               ? -1
+               : 0;
+}
+
+static int site_fields(vt_site *site, size_t i, json_t *o, vt_err *err)
+{
+    int64_t id;
+    json_t *frames;
+    if (!json_is_object(o))
+        return wrong(err, "", "an object", o);
+    if (get_int(o, "id", 0, INT32_MAX, REQUIRED, &id, err) ||
+        get_str(o, "signature", REQUIRED, &site->signature, err) ||
+        get_container(o, "frames", JSON_ARRAY, REQUIRED, &frames, err))
+        return -1;
+    if ((size_t)id != i) {
+        vt_err_set(err, "id: %lld, but it is at index %zu", (long long)id, i);
+        return -1;
+    }
+    site->nframes = json_array_size(frames);
+    site->frames = calloc(site->nframes ? site->nframes : 1, sizeof *site->frames);
+    if (!site->frames) {
+        vt_err_set(err, "out of memory");
+        return -1;
+    }
+    for (size_t f = 0; f < site->nframes; f++)
+        if (frame_fields(json_array_get(frames, f), &site->frames[f], err))
+            return fail_in(err, "frames[%zu]", f);
+    return 0;
+}
+
+int vt_site_load(vt_snapshot *s, size_t i, vt_err *err)
+{
+    vt_site *site = &s->sites[i];
+    if (site->json)
+        return 0;
+    json_t *o = parse_piece(s, (vt_piece){site->text, site->len}, err);
+    if (!o)
+        return -1;
+    if (site_fields(site, i, o, err)) {
+        free(site->frames);
+        site->frames = NULL;
+        json_decref(o);
+        return fail_at(s, err, "sites[%zu]", i);
+    }
+    site->json = o;
+    return 0;
+}
+
+/* --- the whole snapshot ----------------------------------------------------------------- */
+
+int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
+{
+    memset(s, 0, sizeof *s);
+    s->pid = -1;
+    s->end_time_s = NAN;
+    s->path = strdup(path);
+    if (!s->path) {
+        vt_err_set(err, "%s: out of memory", path);
+        return -1;
+    }
+    big_members big = {0};
+    int r = -1;
+    if (read_file(path, &s->buf, &s->buflen, err) || collect_members(s, &big, err) ||
+        check_format(s, err) || load_process(s, err) || load_devices(s, err))
+        goto done;
+    if (!big.have_sites || !big.have_allocations) {
+        vt_err_set(err, "%s: %s: missing (expected an array)", path,
+                   big.have_sites ? "allocations" : "sites");
+        goto done;
+    }
+    if (index_sites(s, &big.sites, err) || load_allocations(s, &big.allocations, err) ||
+        load_ooms(s, err))
+        goto done;
+    r = 0;
+done:
+    free(big.sites.elems);
+    free(big.allocations.elems);
+    if (r)
+        vt_snapshot_free(s);
+    return r;
+}
+
+void vt_snapshot_free(vt_snapshot *s)
+{
+    for (size_t i = 0; i < s->nsites; i++) {
+        free(s->sites[i].frames);
+        json_decref(s->sites[i].json);
+    }
+    free(s->sites);
+    free(s->allocs);
+    free(s->devices);
+    free(s->oom_events);
+    free(s->argv);
+    json_decref(s->root);
+    free(s->buf);
+    free(s->path);
+    memset(s, 0, sizeof *s);
+}
+
+const vt_device *vt_snapshot_device(const vt_snapshot *s, int device)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].device == device)
+            return &s->devices[i];
+    return NULL;
+}
+
+bool vt_snapshot_native(const vt_snapshot *s)
+{
+    return s->pytorch_mode && !strcmp(s->pytorch_mode, "native");
+}

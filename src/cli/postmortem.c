@@ -1,0 +1,142 @@
+/* The out-of-memory post-mortem: what was asked, what was live, what to try first. */
+#include <string.h>
+
+#include "report.h"
+
+#define STACK_LINES 16
+
+enum {
+    P = 1 << VT_CAT_PARAMETERS,
+    G = 1 << VT_CAT_GRADIENTS,
+    O = 1 << VT_CAT_OPTIMIZER_STATE,
+    A = 1 << VT_CAT_ACTIVATIONS,
+    T = 1 << VT_CAT_TEMPORARY,
+};
+
+/* The seeds' order; each remedy lists the categories it shrinks. Fragmentation comes last,
+ * always: it is the usual suspect and rarely the cause. */
+static const struct {
+    unsigned shrinks;
+    const char *text;
+} remedies[] = {
+    {A | T, "a smaller micro-batch or a shorter sequence: activations, and the temporaries of "
+            "each operation, grow with both"},
+    {A | T, "gradient accumulation over several micro-batches, to keep the effective batch "
+            "while the micro-batch shrinks"},
+    {A | P | G, "mixed precision (bf16 or fp16 autocast, half-precision weights): halves "
+                "activations, and parameters and gradients kept in half precision"},
+    {A, "activation checkpointing (torch.utils.checkpoint): recompute activations in backward "
+        "instead of keeping them from forward"},
+    {G | O, "fewer trainable parameters (LoRA adapters, freezing layers): frozen parameters "
+            "need neither gradients nor optimizer state"},
+};
+
+size_t vt_advise(const vt_snapshot *snap, const vt_bill *bill, vt_advice *items, size_t max)
+{
+    char b[32], f[32];
+    size_t n = 0;
+    vt_category dominant = bill ? vt_bill_dominant(bill) : VT_CAT_UNATTRIBUTED_PERSISTENT;
+    bool unknown = dominant >= VT_CAT_UNATTRIBUTED_PERSISTENT;
+    if (unknown && n < max)
+        snprintf(items[n++].text, sizeof items->text,
+                 "mark the phases (see 'vramtap report --help' on an exit snapshot): without "
+                 "them vramtap cannot tell which of the remedies below applies");
+    for (size_t i = 0; i < sizeof remedies / sizeof remedies[0] && n < max; i++)
+        if (unknown || (remedies[i].shrinks & (1u << dominant)))
+            snprintf(items[n++].text, sizeof items->text, "%s", remedies[i].text);
+    if (n == max)
+        return n;
+    const vt_oom *o = &snap->oom;
+    if (o->free_bytes >= 0 && o->free_bytes >= o->size)
+        snprintf(items[n++].text, sizeof items->text,
+                 "fragmentation: the device reported %s free, more than the %s asked, so the "
+                 "free memory is in pieces or held by another pool; with PyTorch's caching "
+                 "allocator try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                 vt_fmt_bytes(f, o->free_bytes), vt_fmt_bytes(b, o->size));
+    else
+        snprintf(items[n++].text, sizeof items->text,
+                 "fragmentation, last: only when the live memory is well below the device's "
+                 "capacity is space lost between blocks (PyTorch: "
+                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)");
+    return n;
+}
+
+static const vt_bill *oom_bill(const vt_loaded *l)
+{
+    for (size_t i = 0; i < l->nbills; i++)
+        if (l->bills[i].dev->device == l->snap.oom.device)
+            return &l->bills[i];
+    return NULL;
+}
+
+static void print_request(FILE *out, const vt_snapshot *s)
+{
+    const vt_oom *o = &s->oom;
+    char b[32], t[32];
+    fprintf(out, "  asked      %s%s%s via %s, %s of step %lld, at %.2f s", vt_on(VT_STYLE_BOLD),
+            vt_fmt_bytes(b, o->size), vt_off(), o->api, vt_phase_name(o->phase), (long long)o->step,
+            o->time_s);
+    if (o->error >= 0)
+        fprintf(out, " (error %lld)", (long long)o->error);
+    fputc('\n', out);
+    if (o->site >= 0) {
+        const vt_site *site = &s->sites[o->site];
+        char name[512];
+        for (size_t i = 0; i < site->nframes && i < STACK_LINES; i++) {
+            vt_frame_name(&site->frames[i], name, sizeof name);
+            fprintf(out, "  %-10s %s\n", i ? "" : "from", name);
+        }
+        if (site->nframes > STACK_LINES)
+            fprintf(out, "  %-10s ... %zu more frames\n", "", site->nframes - STACK_LINES);
+    }
+    if (o->free_bytes >= 0)
+        fprintf(out, "  device     %s free%s%s\n", vt_fmt_bytes(b, o->free_bytes),
+                o->total_bytes >= 0 ? " of " : "",
+                o->total_bytes >= 0 ? vt_fmt_bytes(t, o->total_bytes) : "");
+}
+
+void vt_print_postmortem(FILE *out, vt_loaded *l, const vt_report_opts *o)
+{
+    (void)o;
+    const vt_snapshot *s = &l->snap;
+    const vt_bill *bill = oom_bill(l);
+    char b[32];
+    fprintf(out, "%svramtap report%s  %s  (out-of-memory post-mortem)\n", vt_on(VT_STYLE_BOLD),
+            vt_off(), s->path);
+    if (s->argc) {
+        fputs("  command    ", out);
+        vt_print_command(out, s->argv, s->argc);
+        fputc('\n', out);
+    }
+    fprintf(out, "\n%sout of memory on cuda:%d%s\n", vt_on(VT_STYLE_BAD), s->oom.device, vt_off());
+    print_request(out, s);
+    if (bill)
+        vt_print_peak(out, bill->dev);
+
+    if (!bill || !bill->dev->listed_count) {
+        fputs("\n  nothing vramtap saw was live on the device: the memory is held by the CUDA "
+              "context or by other processes\n",
+              out);
+    } else {
+        fprintf(out, "\n  %slive at the failure%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+        vt_print_categories(out, s, bill);
+        fprintf(out, "\n  %slargest sites live at the failure%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+        vt_print_site_rows(out, s, bill->top_all, bill->ntop_all);
+    }
+
+    vt_advice items[8];
+    size_t n = vt_advise(s, bill, items, 8);
+    fprintf(out, "\n  %swhat to try first%s", vt_on(VT_STYLE_BOLD), vt_off());
+    if (bill && bill->dev->listed_bytes > 0) {
+        vt_category d = vt_bill_dominant(bill);
+        int64_t bytes =
+            bill->cat_bytes[d] + (d == VT_CAT_UNATTRIBUTED_PERSISTENT ? bill->cat_bytes[d + 1] : 0);
+        fprintf(out, "  (%s hold %s, %.1f%% of the live memory)",
+                d == VT_CAT_UNATTRIBUTED_PERSISTENT ? "unattributed allocations"
+                                                    : vt_category_label(d),
+                vt_fmt_bytes(b, bytes), 100.0 * (double)bytes / (double)bill->dev->listed_bytes);
+    }
+    fputc('\n', out);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "    %zu. %s\n", i + 1, items[i].text);
+}

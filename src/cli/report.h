@@ -1,0 +1,60 @@
+/* The pieces of `vramtap report` and `vramtap diff`: options, the per-device bills of one
+ * snapshot, and the outputs built from them. */
+#ifndef VT_REPORT_H
+#define VT_REPORT_H
+
+#include "snapshot.h"
+
+#define VT_DEFAULT_TOP 5
+
+typedef struct {
+    size_t top_n;
+    int device; /* -1: every device */
+    bool json, folded;
+} vt_report_opts;
+
+/* A snapshot with the bills of the devices the options select. */
+typedef struct {
+    vt_snapshot snap;
+    vt_bill *bills;
+    size_t nbills;
+} vt_loaded;
+
+/* Loads path and builds its bills; -1 with err when the file or --device is bad. */
+int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_err *err);
+void vt_loaded_close(vt_loaded *l);
+/* Parses the options shared by report and diff; returns the index of the first operand, or -1
+ * after printing the problem (with `usage` on --help, returning -2). */
+int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
+                  void (*usage)(FILE *out));
+
+/* the human report of one snapshot, and its parts that other outputs share (report.c) */
+void vt_print_report(FILE *out, vt_loaded *l, const vt_report_opts *o);
+void vt_print_device_title(FILE *out, const vt_device *d);
+void vt_print_peak(FILE *out, const vt_device *d);
+void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill);
+void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n);
+/* the post-mortem of a kind "oom" snapshot (postmortem.c) */
+void vt_print_postmortem(FILE *out, vt_loaded *l, const vt_report_opts *o);
+/* What to try first after an out-of-memory failure, given the category that dominates the
+ * live memory: the remedies that act on it, in the order the seeds give (postmortem.c). */
+typedef struct {
+    char text[384];
+} vt_advice;
+size_t vt_advise(const vt_snapshot *snap, const vt_bill *bill, vt_advice *items, size_t max);
+/* --json (report_json.c, docs/report-json.md) */
+json_t *vt_report_json(vt_loaded *l, const vt_report_opts *o);
+json_t *vt_categories_json(const vt_bill *bill);
+json_t *vt_site_json(const vt_snapshot *snap, const vt_site_total *t);
+json_t *vt_peak_json(const vt_device *dev);
+void vt_print_json(FILE *out, json_t *doc);
+/* --folded (folded.c): -1 with err when a stack cannot be read */
+int vt_print_folded(FILE *out, vt_loaded *l, vt_err *err);
+/* several processes (ranks.c) */
+int vt_report_ranks(char **paths, size_t n, const vt_report_opts *o);
+
+/* the gradients / parameters and optimizer state / parameters checks; NAN without parameters */
+double vt_ratio(const vt_bill *bill, vt_category c);
+const char *vt_ratio_meaning(vt_category c, double r);
+
+#endif

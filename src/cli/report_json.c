@@ -1,0 +1,178 @@
+/* `vramtap report --json`: the facts of the human report for machines, as documented in
+ * docs/report-json.md. Bytes are integers; unknown values are null. */
+#include <math.h>
+
+#include "report.h"
+
+static json_t *int_or_null(int64_t v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+static json_t *real_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+json_t *vt_peak_json(const vt_device *d)
+{
+    return json_pack("{s:f, s:I, s:s}", "time_s", d->peak_time_s, "step", (json_int_t)d->peak_step,
+                     "phase", vt_phase_name(d->peak_phase));
+}
+
+json_t *vt_categories_json(const vt_bill *bill)
+{
+    if (bill->native)
+        return json_null();
+    json_t *c = json_object();
+    for (int i = 0; i < VT_CAT_UNATTRIBUTED_PERSISTENT; i++)
+        json_object_set_new(c, vt_category_key((vt_category)i), json_integer(bill->cat_bytes[i]));
+    json_object_set_new(c, "unattributed",
+                        json_integer(bill->cat_bytes[VT_CAT_UNATTRIBUTED_PERSISTENT] +
+                                     bill->cat_bytes[VT_CAT_UNATTRIBUTED_TRANSIENT]));
+    return c;
+}
+
+json_t *vt_site_json(const vt_snapshot *snap, const vt_site_total *t)
+{
+    char label[VT_LABEL_MAX];
+    const vt_site *site = t->site >= 0 ? &snap->sites[t->site] : NULL;
+    json_t *frames = site ? json_object_get(site->json, "frames") : NULL;
+    vt_site_label(snap, t->site, label);
+    return json_pack("{s:o, s:o, s:I, s:I, s:s, s:O}", "site",
+                     t->site >= 0 ? json_integer(t->site) : json_null(), "signature",
+                     str_or_null(site ? site->signature : NULL), "bytes", (json_int_t)t->bytes,
+                     "count", (json_int_t)t->count, "label", label, "frames",
+                     frames ? frames : json_array());
+}
+
+static json_t *sites_json(const vt_snapshot *snap, const vt_site_total *t, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, vt_site_json(snap, &t[i]));
+    return a;
+}
+
+static json_t *levels_json(const vt_device *d)
+{
+    return json_pack("{s:I, s:o, s:o, s:o}", "tensors", (json_int_t)d->listed_bytes, "reserved",
+                     int_or_null(d->reserved_source ? d->reserved_peak_bytes : -1),
+                     "reserved_source", str_or_null(d->reserved_source), "used",
+                     int_or_null(d->used_at_peak_bytes));
+}
+
+static json_t *groups_json(const vt_bill *bill)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < bill->ngroups; i++) {
+        const vt_birth_group *g = &bill->groups[i];
+        json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I}", "phase", vt_phase_name(g->phase),
+                                           "step", (json_int_t)g->step, "bytes",
+                                           (json_int_t)g->bytes, "count", (json_int_t)g->count));
+    }
+    return a;
+}
+
+static json_t *device_json(const vt_snapshot *s, const vt_bill *bill)
+{
+    const vt_device *d = bill->dev;
+    bool checks = !bill->native && s->phase_markers;
+    json_t *top = json_object();
+    for (int c = 0; c < VT_NCATS; c++)
+        if (bill->ntop[c])
+            json_object_set_new(top, bill->native ? "segments" : vt_category_key((vt_category)c),
+                                sites_json(s, bill->top[c], bill->ntop[c]));
+    json_t *j = json_pack(
+        "{s:i, s:o, s:o, s:o, s:I, s:o, s:s, s:I, s:I, s:o, s:{s:I, s:I}, s:o, s:{s:o, s:o}, "
+        "s:o}",
+        "device", d->device, "name", str_or_null(d->name), "uuid", str_or_null(d->uuid),
+        "total_bytes", int_or_null(d->total_bytes), "peak_bytes", (json_int_t)d->peak_bytes, "peak",
+        vt_peak_json(d), "view", bill->native ? "segments" : "tensors", "live_bytes",
+        (json_int_t)d->listed_bytes, "live_allocations", (json_int_t)d->listed_count, "categories",
+        vt_categories_json(bill), "unattributed_split", "persistent",
+        (json_int_t)bill->cat_bytes[VT_CAT_UNATTRIBUTED_PERSISTENT], "transient",
+        (json_int_t)bill->cat_bytes[VT_CAT_UNATTRIBUTED_TRANSIENT], "levels", levels_json(d),
+        "checks", "gradients_per_parameter",
+        real_or_null(checks ? vt_ratio(bill, VT_CAT_GRADIENTS) : NAN),
+        "optimizer_state_per_parameter",
+        real_or_null(checks ? vt_ratio(bill, VT_CAT_OPTIMIZER_STATE) : NAN), "top_sites", top);
+    if (bill->native)
+        json_object_set_new(j, "segments_by_birth", groups_json(bill));
+    return j;
+}
+
+static json_t *oom_event_json(const vt_oom *e)
+{
+    return json_pack("{s:I, s:f, s:i, s:I, s:s, s:s, s:I, s:b, s:o}", "n", (json_int_t)e->n,
+                     "time_s", e->time_s, "device", e->device, "size", (json_int_t)e->size, "api",
+                     e->api, "phase", vt_phase_name(e->phase), "step", (json_int_t)e->step,
+                     "retry_succeeded", e->retry_succeeded, "file", str_or_null(e->file));
+}
+
+static json_t *postmortem_json(const vt_loaded *l)
+{
+    const vt_snapshot *s = &l->snap;
+    const vt_oom *o = &s->oom;
+    const vt_bill *bill = NULL;
+    for (size_t i = 0; i < l->nbills; i++)
+        if (l->bills[i].dev->device == o->device)
+            bill = &l->bills[i];
+    vt_site_total request = {o->site, o->size, 1};
+    vt_advice items[8];
+    size_t n = vt_advise(s, bill, items, 8);
+    json_t *advice = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(advice, json_string(items[i].text));
+    vt_category dominant = bill ? vt_bill_dominant(bill) : VT_CAT_UNATTRIBUTED_PERSISTENT;
+    return json_pack(
+        "{s:I, s:f, s:i, s:I, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:I, s:o, s:s, s:o, s:o}", "n",
+        (json_int_t)o->n, "time_s", o->time_s, "device", o->device, "size", (json_int_t)o->size,
+        "api", o->api, "phase", vt_phase_name(o->phase), "step", (json_int_t)o->step, "error",
+        o->error >= 0 ? json_integer(o->error) : json_null(), "free_bytes",
+        int_or_null(o->free_bytes), "total_bytes", int_or_null(o->total_bytes), "stack",
+        vt_site_json(s, &request), "live_bytes", (json_int_t)(bill ? bill->dev->listed_bytes : 0),
+        "categories", bill ? vt_categories_json(bill) : json_null(), "dominant",
+        dominant == VT_CAT_UNATTRIBUTED_PERSISTENT ? "unattributed" : vt_category_key(dominant),
+        "top_sites", bill ? sites_json(s, bill->top_all, bill->ntop_all) : json_array(), "advice",
+        advice);
+}
+
+json_t *vt_report_json(vt_loaded *l, const vt_report_opts *o)
+{
+    (void)o;
+    const vt_snapshot *s = &l->snap;
+    static const char *const kinds[] = {"exit", "oom", "import"};
+    json_t *command = json_array(), *devices = json_array(), *events = json_array();
+    for (size_t i = 0; i < s->argc; i++)
+        json_array_append_new(command, json_string(s->argv[i]));
+    for (size_t i = 0; i < l->nbills; i++)
+        json_array_append_new(devices, device_json(s, &l->bills[i]));
+    for (size_t i = 0; i < s->noom_events; i++)
+        json_array_append_new(events, oom_event_json(&s->oom_events[i]));
+    json_t *doc = json_pack(
+        "{s:s, s:i, s:s, s:s, s:o, s:o, s:{s:o, s:o}, s:o, s:o, s:I, s:b, s:o, s:b, s:I, s:I, "
+        "s:o, s:o, s:o}",
+        "format", "vramtap-report", "version", 1, "file", s->path, "kind", kinds[s->kind], "prog",
+        str_or_null(s->prog), "pid", int_or_null(s->pid), "rank", "rank", int_or_null(s->rank),
+        "local_rank", int_or_null(s->local_rank), "command", command, "duration_s",
+        real_or_null(s->end_time_s), "steps", (json_int_t)s->steps, "phase_markers",
+        s->phase_markers, "mode", str_or_null(s->pytorch_mode), "lower_bound", s->dropped > 0,
+        "dropped_events", (json_int_t)s->dropped, "unknown_frees", (json_int_t)s->unknown_frees,
+        "host_peak_bytes", int_or_null(s->host_peak_bytes), "devices", devices, "oom_events",
+        events);
+    if (s->has_oom)
+        json_object_set_new(doc, "oom", postmortem_json(l));
+    return doc;
+}
+
+void vt_print_json(FILE *out, json_t *doc)
+{
+    json_dumpf(doc, out, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    fputc('\n', out);
+}

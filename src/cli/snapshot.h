@@ -1,0 +1,226 @@
+/* A loaded vramtap snapshot (docs/snapshot-format.md) and the analysis the reporter builds on
+ * it. The loader validates everything it reads, so the rest of the command can trust these
+ * structures: bytes are 0..VT_MAX_BYTES, steps and instances are ordered, site indexes are in
+ * range. Unknown values are -1 (integers) or NAN (times), never zero. */
+#ifndef VT_SNAPSHOT_H
+#define VT_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+/* No device holds a petabyte; a larger figure means a corrupt or hostile file. */
+#define VT_MAX_BYTES (INT64_C(1) << 50)
+
+/* An error as a value: the one line the command prints on stderr. */
+typedef struct {
+    char msg[768];
+} vt_err;
+
+void vt_err_set(vt_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef enum { VT_SETUP, VT_FORWARD, VT_BACKWARD, VT_OPTIMIZER, VT_OTHER, VT_NPHASES } vt_phase;
+
+const char *vt_phase_name(vt_phase p);
+
+typedef struct {
+    vt_phase phase;
+    int64_t step, instance;
+} vt_moment;
+
+typedef enum {
+    VT_KIND_DEVICE,
+    VT_KIND_MANAGED,
+    VT_KIND_POOL,
+    VT_KIND_VMM,
+    VT_KIND_SEGMENT,
+    VT_KIND_OTHER /* a kind a newer library writes */
+} vt_alloc_kind;
+
+typedef struct {
+    int64_t size;
+    double birth_time;
+    vt_moment birth, death; /* death is meaningful only when !alive_at_end */
+    int32_t site;           /* index into sites, -1 when stacks were off */
+    int32_t device;
+    uint8_t kind; /* vt_alloc_kind */
+    bool alive_at_end;
+} vt_alloc;
+
+typedef struct {
+    int device;
+    const char *name, *uuid; /* NULL when unknown */
+    int64_t total_bytes;     /* -1 when unknown */
+    int64_t peak_bytes;
+    double peak_time_s;
+    vt_phase peak_phase;
+    int64_t peak_step;
+    int64_t live_bytes_at_end;
+    const char *reserved_source; /* NULL: no reserved figure */
+    int64_t reserved_peak_bytes, reserved_current_bytes;
+    int64_t used_at_peak_bytes;
+    /* filled by the loader from allocations[] */
+    int64_t listed_bytes;
+    size_t listed_count;
+} vt_device;
+
+/* One stack frame, innermost first as in the file. Strings point into the snapshot. */
+typedef struct {
+    bool python;
+    const char *module, *symbol, *offset; /* native */
+    const char *file, *function;          /* python */
+    int64_t line;
+} vt_frame;
+
+/* Sites are parsed on first use: a report prints a handful of them, and parsing all stacks of
+ * a large snapshot would cost more than everything else together. */
+typedef struct {
+    const char *text; /* the element's JSON text in the file buffer */
+    size_t len;
+    json_t *json; /* NULL until parsed */
+    const char *signature;
+    vt_frame *frames;
+    size_t nframes;
+} vt_site;
+
+typedef struct {
+    int64_t n;
+    double time_s;
+    int device;
+    int64_t size;
+    const char *api;
+    vt_phase phase;
+    int64_t step;
+    int32_t site;
+    bool retry_succeeded;
+    const char *file;
+    /* only in the `oom` object of an oom file */
+    int64_t error, free_bytes, total_bytes;
+} vt_oom;
+
+typedef enum { VT_SNAP_EXIT, VT_SNAP_OOM, VT_SNAP_IMPORT } vt_snap_kind;
+
+typedef struct {
+    char *path;
+    char *buf; /* the file; sites point into it */
+    size_t buflen;
+    json_t *root; /* every top-level member but allocations and sites */
+    vt_snap_kind kind;
+    const char *prog;
+    int64_t pid;
+    const char **argv;
+    size_t argc;
+    double end_time_s;
+    int64_t rank, local_rank;
+    json_t *env; /* object of strings, or NULL */
+    const char *pytorch_mode, *pytorch_mode_reason;
+    bool phase_markers;
+    int64_t steps;
+    int64_t dropped, unknown_frees;
+    int64_t host_peak_bytes; /* -1 when no pinned memory was seen */
+    vt_device *devices;
+    size_t ndevices;
+    vt_alloc *allocs;
+    size_t nallocs;
+    vt_site *sites;
+    size_t nsites;
+    vt_oom *oom_events;
+    size_t noom_events;
+    bool has_oom;
+    vt_oom oom;
+} vt_snapshot;
+
+/* Reads and validates PATH. On failure returns -1 with the reason in err (naming the file),
+ * and leaves nothing to free. */
+int vt_snapshot_load(const char *path, vt_snapshot *snap, vt_err *err);
+void vt_snapshot_free(vt_snapshot *snap);
+const vt_device *vt_snapshot_device(const vt_snapshot *snap, int device);
+/* Parses site i on first use; -1 with err when its text is not a valid site. */
+int vt_site_load(vt_snapshot *snap, size_t i, vt_err *err);
+
+/* --- classify.c: DESIGN.md's category table --------------------------------------------- */
+
+typedef enum {
+    VT_CAT_PARAMETERS,
+    VT_CAT_GRADIENTS,
+    VT_CAT_OPTIMIZER_STATE,
+    VT_CAT_ACTIVATIONS,
+    VT_CAT_TEMPORARY,
+    VT_CAT_UNATTRIBUTED_PERSISTENT,
+    VT_CAT_UNATTRIBUTED_TRANSIENT,
+    VT_NCATS
+} vt_category;
+
+vt_category vt_classify(const vt_alloc *a, bool phase_markers, int64_t final_steps);
+/* key as in --json ("optimizer_state"), label for people ("optimizer state") */
+const char *vt_category_key(vt_category c);
+const char *vt_category_label(vt_category c);
+
+/* --- bill.c: the per-device bill at the peak -------------------------------------------- */
+
+typedef struct {
+    int32_t site; /* -1: no stack */
+    int64_t bytes, count;
+} vt_site_total;
+
+/* Live allocations grouped by when they were born: the native-mode view of segments. */
+typedef struct {
+    vt_phase phase;
+    int64_t step;
+    int64_t bytes, count;
+} vt_birth_group;
+
+typedef struct {
+    const vt_device *dev;
+    bool native; /* segments, not tensors: no category split */
+    int64_t cat_bytes[VT_NCATS], cat_count[VT_NCATS];
+    /* every site holding bytes of a category, largest first; the first ntop are shown and
+     * their frames loaded */
+    vt_site_total *top[VT_NCATS];
+    size_t ntop[VT_NCATS], nsites_in[VT_NCATS];
+    vt_site_total *top_all; /* across categories, for post-mortems */
+    size_t ntop_all, nsites_all;
+    vt_birth_group *groups; /* native only, in birth order */
+    size_t ngroups;
+} vt_bill;
+
+int vt_bill_build(vt_snapshot *snap, const vt_device *dev, size_t top_n, vt_bill *bill,
+                  vt_err *err);
+void vt_bill_free(vt_bill *bill);
+/* The category holding the most bytes, the two unattributed ones taken together (ties: the
+ * earlier one in the table). */
+vt_category vt_bill_dominant(const vt_bill *bill);
+bool vt_snapshot_native(const vt_snapshot *snap);
+
+/* --- units.c, term.c: text output -------------------------------------------------------- */
+
+/* "512 B", "1.50 KiB", "20.00 MiB", "1.95 GiB": the units PyTorch prints. */
+const char *vt_fmt_bytes(char buf[32], int64_t bytes);
+/* The same with a sign: "+1.00 GiB", "-512 B", "0 B". */
+const char *vt_fmt_delta(char buf[32], int64_t delta);
+
+typedef enum { VT_STYLE_BOLD, VT_STYLE_DIM, VT_STYLE_WARN, VT_STYLE_GOOD, VT_STYLE_BAD } vt_style;
+
+/* Decides once whether stdout gets colour: a terminal, and NO_COLOR unset or empty. */
+void vt_term_init(void);
+const char *vt_on(vt_style s);
+const char *vt_cat_on(vt_category c);
+const char *vt_off(void);
+/* A bar of `width` cells filled to part/whole. */
+void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width);
+
+/* --- frames.c: naming sites ------------------------------------------------------------- */
+
+/* A one-line label for a site: its innermost Python frames, else its innermost native frames
+ * outside the CUDA libraries. buf holds VT_LABEL_MAX bytes. */
+#define VT_LABEL_MAX 256
+void vt_site_label(const vt_snapshot *snap, int32_t site, char buf[VT_LABEL_MAX]);
+/* One frame as a folded-stack element (no ';' or newline). */
+void vt_frame_name(const vt_frame *f, char *buf, size_t len);
+/* "python train.py --bs 8", arguments quoted for a shell when needed. */
+void vt_print_command(FILE *out, const char *const *argv, size_t argc);
+
+#endif
