@@ -14,4 +14,17 @@ VT_HIDDEN int vt_pystack_capture(uint64_t *out, int max);
 VT_HIDDEN const char *vt_pystack_file(uint32_t code_id);
 VT_HIDDEN const char *vt_pystack_function(uint32_t code_id);
 
+/* What vramtap_python_install answers. */
+enum {
+    VT_PY_FAILED = -1,    /* not installed; the reason was said once on stderr */
+    VT_PY_OFF = 0,        /* VRAMTAP_PYTHON_STACKS=0, VRAMTAP_STACKS=0 or VRAMTAP_DISABLE */
+    VT_PY_MONITORING = 1, /* sys.monitoring (3.12+), a tool id of its own */
+    VT_PY_PROFILE = 2,    /* a C profile function */
+};
+
+/* Starts keeping Python frames. The Python bootstrap calls it through ctypes.PyDLL, so the GIL
+ * is held; calling it again is harmless and re-arms the calling thread if another profiler took
+ * its profile function and has since let go. */
+VT_EXPORT int vramtap_python_install(void);
+
 #endif

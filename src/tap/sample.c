@@ -151,13 +151,19 @@ void vt_sample_after_alloc(int device, int first_use, int new_peak)
 {
     if (device < 0 || device >= VT_MAX_DEVICES)
         return;
-    if (first_use)
-        read_info(device);
-    if (!new_peak)
-        return;
     double now = mono_seconds();
     vt_lock();
     vt_device *d = &vt_state.dev[device];
+    /* The driver may not be initialised at the first allocation (a driver-API program that
+     * allocates before cuInit's effects reach this thread): ask again at the next few. */
+    int ask = (first_use || !d->name[0]) && d->info_attempts < 4;
+    d->info_attempts += ask;
+    vt_unlock();
+    if (ask)
+        read_info(device);
+    if (!new_peak)
+        return;
+    vt_lock();
     int due = d->peak_samples < PEAK_SAMPLES_FREE || now - d->last_peak_sample >= PEAK_SAMPLE_GAP_S;
     if (due) {
         d->last_peak_sample = now;

@@ -82,6 +82,7 @@ typedef struct {
     int nsamples;
     double last_peak_sample; /* monotonic seconds */
     uint64_t peak_samples;
+    int info_attempts;
     int64_t last_used;    /* total - free of the latest sample, -1 before any */
     int64_t used_at_peak; /* of the latest sample at or before the peak, -1 if none */
     uint64_t pool_reserved_high, pool_reserved_now;

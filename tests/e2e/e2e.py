@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""End to end: the simulated training job under the preloaded library over the stand-in, then
+the vramtap command on what it wrote. The job prints the bill it knows it made; the report
+must find exactly that.
+
+    e2e.py bill [train_sim args]   the five categories at the peak, exact
+    e2e.py diff                    batch 4 vs 8: only activations change
+    e2e.py oom                     a post-mortem written at the failure, and its report
+    e2e.py ranks                   two ranks: one line each, the heavier named
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ENV = dict(os.environ)
+CLI = ENV["VT_CLI"]
+SIM = ENV["VT_TRAIN_SIM"]
+CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations", "temporary",
+              "unattributed"]
+failures = []
+
+
+def expect(got, want, label):
+    if got != want:
+        failures.append("%s: got %r, expected %r" % (label, got, want))
+
+
+def run_sim(args, extra_env=None, want_exit=0):
+    """Runs the job; returns (its expectations, the snapshot path, the out dir)."""
+    out = tempfile.mkdtemp(prefix="vt-e2e-")
+    env = dict(ENV, VRAMTAP_OUT=out, LD_PRELOAD=ENV["VT_PRELOAD"],
+               LD_LIBRARY_PATH=ENV["VT_STANDIN_DIR"])
+    env.update(extra_env or {})
+    p = subprocess.run([SIM] + args, env=env, capture_output=True, text=True, timeout=300)
+    sys.stderr.write(p.stderr)
+    expect(p.returncode, want_exit, "train_sim %s exit status" % args)
+    want = {}
+    for line in p.stdout.splitlines():
+        w = line.split()
+        if w[:2] == ["EXPECT", "category"]:
+            want[w[2]] = int(w[3])
+        elif w[:2] == ["EXPECT", "peak"]:
+            want["peak"] = int(w[2])
+    snaps = [f for f in glob.glob(os.path.join(out, "vramtap.*.json")) if ".oom" not in f]
+    return want, (snaps[0] if len(snaps) == 1 else None), out
+
+
+def cli(args, want_exit=0):
+    p = subprocess.run([CLI] + args, capture_output=True, text=True, timeout=300)
+    sys.stderr.write(p.stderr)
+    expect(p.returncode, want_exit, "vramtap %s exit status" % " ".join(args))
+    return p.stdout
+
+
+def report_json(path):
+    try:
+        return json.loads(cli(["report", "--json", path]))
+    except json.JSONDecodeError as e:
+        failures.append("vramtap report --json %s: not JSON (%s)" % (path, e))
+        return {"devices": [{}]}
+
+
+def bill(args):
+    want, snap, _ = run_sim(args)
+    if not snap:
+        failures.append("no snapshot written")
+        return
+    dev = report_json(snap)["devices"][0]
+    expect(dev.get("peak_bytes"), want["peak"], "peak_bytes")
+    cats = dev.get("categories", {})
+    if "--no-markers" in args:
+        for c in CATEGORIES:
+            expect(cats.get(c), want["peak"] if c == "unattributed" else 0, "category " + c)
+    else:
+        for c in CATEGORIES:
+            expect(cats.get(c), want.get(c, 0), "category " + c)
+    expect(dev.get("peak", {}).get("phase"), None if "--no-markers" in args else "backward",
+           "peak phase")
+    human = cli(["report", snap]).lower()
+    named = ["unattributed", "vramtap_begin"] if "--no-markers" in args else [
+        "parameters", "gradients", "optimizer state", "activations", "temporary"]
+    for c in named:
+        if c not in human:
+            failures.append("the human report does not mention %s" % c)
+
+
+def diff():
+    want4, snap4, _ = run_sim(["--batch", "4"])
+    want8, snap8, _ = run_sim(["--batch", "8"])
+    if not (snap4 and snap8):
+        failures.append("no snapshots written")
+        return
+    a = report_json(snap4)["devices"][0].get("categories", {})
+    b = report_json(snap8)["devices"][0].get("categories", {})
+    for c in CATEGORIES:
+        changed = a.get(c) != b.get(c)
+        expect(changed, c == "activations", "category %s changed" % c)
+    expect(b.get("activations", 0) - a.get("activations", 0),
+           want8["activations"] - want4["activations"], "activations growth")
+    text = cli(["diff", snap4, snap8])
+    if "activations" not in text.lower():
+        failures.append("vramtap diff does not mention activations")
+
+
+def oom():
+    # Room for the first step but not for the optimizer state that arrives with it.
+    _, _, out = run_sim(["--batch", "4"], {"STANDIN_CAPACITY": str(40 << 20)}, want_exit=1)
+    files = sorted(glob.glob(os.path.join(out, "vramtap.*.oom*.json")))
+    expect(len(files), 1, "post-mortem files")
+    if not files:
+        return
+    with open(files[0]) as f:
+        pm = json.load(f)
+    expect(pm["kind"], "oom", "post-mortem kind")
+    expect(pm["oom"]["size"], 4 << 20, "failed request size")
+    expect(pm["oom"]["phase"], "optimizer", "failed request phase")
+    live = sum(a["size"] for a in pm["allocations"])
+    expect(pm["oom"]["total_bytes"], 40 << 20, "device total")
+    expect(pm["oom"]["free_bytes"], (40 << 20) - live, "device free = total - live")
+    text = cli(["report", files[0]])
+    if "out of memory" not in text.lower() and "oom" not in text.lower():
+        failures.append("the post-mortem report does not say it is one")
+
+
+def ranks():
+    outdir = tempfile.mkdtemp(prefix="vt-ranks-")
+    for rank, b in ((0, "4"), (1, "8")):
+        run_sim(["--batch", b], {"VRAMTAP_OUT": outdir, "RANK": str(rank),
+                                 "LOCAL_RANK": str(rank)})
+    text = cli(["report", outdir])
+    lines = [l for l in text.splitlines() if "rank" in l.lower()]
+    if len(lines) < 2:
+        failures.append("expected a line per rank, got:\n" + text)
+    heaviest = [l for l in text.splitlines() if "heaviest" in l.lower()]
+    if not heaviest or "1" not in heaviest[0]:
+        failures.append("rank 1 (batch 8) is not named heaviest:\n" + text)
+
+
+def main():
+    what, args = sys.argv[1], sys.argv[2:]
+    {"bill": lambda: bill(args), "diff": diff, "oom": oom, "ranks": ranks}[what]()
+    for f in failures:
+        print("FAIL:", f)
+    print("%s: %d failures" % (what, len(failures)))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
