@@ -10,6 +10,7 @@
 #include "json_out.h"
 #include "pystack.h"
 #include "stacks.h"
+#include "symbols.h"
 #include "table.h"
 
 /* An interned stack: native return addresses, then Python (code id << 32 | line) entries,
@@ -163,13 +164,20 @@ void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index)
         /* A return address points after the call: look up the call itself. */
         uintptr_t ip = (uintptr_t)s->frames[i];
         Dl_info info;
+        struct link_map *lm = NULL;
         const char *module = "?";
         uintptr_t offset = ip;
         const char *sym = NULL;
-        if (dladdr((void *)(ip - 1), &info) && info.dli_fname) {
+        if (dladdr1((void *)(ip - 1), &info, (void **)&lm, RTLD_DL_LINKMAP) && info.dli_fname) {
             module = base_name(info.dli_fname);
             offset = ip - (uintptr_t)info.dli_fbase;
             sym = info.dli_sname;
+            /* The main program's path is empty in the loader's list. */
+            const char *path = *info.dli_fname ? info.dli_fname : "/proc/self/exe";
+            if (lm)
+                sym = vt_symbol_lookup(path, ip - 1 - lm->l_addr);
+            if (!sym)
+                sym = info.dli_sname;
         }
         sig = fnv1a(sig, module, strlen(module) + 1);
         sig = fnv1a(sig, &offset, sizeof offset);
