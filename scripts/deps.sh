@@ -1,0 +1,18 @@
+# Sourced by scripts/test and scripts/demo: installs the Debian packages the build and the tests
+# need, when they are missing and we are root; otherwise names them and fails.
+vt_install_deps() {
+    local debs=(gcc meson ninja-build pkg-config libunwind-dev uthash-dev libjansson-dev
+                zlib1g-dev python3 python3-torch)
+    local missing=() d
+    for d in "${debs[@]}"; do
+        dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q 'install ok installed' || missing+=("$d")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        echo "vramtap: missing Debian packages: ${missing[*]} (run as root to install them)" >&2
+        return 1
+    fi
+    echo "vramtap: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
