@@ -7,6 +7,7 @@ must find exactly that.
     e2e.py diff                    batch 4 vs 8: only activations change
     e2e.py oom                     a post-mortem written at the failure, and its report
     e2e.py ranks                   two ranks: one line each, the heavier named
+    e2e.py signatures              the same code path, the same signatures in two runs
 """
 import glob
 import json
@@ -139,9 +140,27 @@ def ranks():
         failures.append("rank 1 (batch 8) is not named heaviest:\n" + text)
 
 
+def signatures():
+    """The same code path gets the same signature in two runs (addresses differ: ASLR)."""
+    views = []
+    for _ in range(2):
+        _, snap, _ = run_sim(["--batch", "4"])
+        with open(snap) as f:
+            doc = json.load(f)
+        sig = [s["signature"] for s in doc["sites"]]
+        by_sig = {}
+        for a in doc["allocations"]:
+            if a["site"] is not None:
+                by_sig[sig[a["site"]]] = by_sig.get(sig[a["site"]], 0) + a["size"]
+        views.append((by_sig, sorted(a["address"] for a in doc["allocations"])))
+    expect(len(views[0][0]) >= 6, True, "distinct sites in a run")
+    expect(views[0][0], views[1][0], "bytes by signature across two runs")
+
+
 def main():
     what, args = sys.argv[1], sys.argv[2:]
-    {"bill": lambda: bill(args), "diff": diff, "oom": oom, "ranks": ranks}[what]()
+    {"bill": lambda: bill(args), "diff": diff, "oom": oom, "ranks": ranks,
+     "signatures": signatures}[what]()
     for f in failures:
         print("FAIL:", f)
     print("%s: %d failures" % (what, len(failures)))
