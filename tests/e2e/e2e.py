@@ -80,6 +80,20 @@ def bill(args):
             expect(cats.get(c), want.get(c, 0), "category " + c)
     expect(dev.get("peak", {}).get("phase"), None if "--no-markers" in args else "backward",
            "peak phase")
+    with open(snap) as f:
+        doc = json.load(f)
+    steps = int(args[args.index("--steps") + 1]) if "--steps" in args else 3
+    accum = int(args[args.index("--accum") + 1]) if "--accum" in args else 1
+    if "--no-markers" not in args:
+        # One record per phase instance, in order, and the peak inside backward of step 1.
+        kinds = [t["phase"] for t in doc["timeline"]]
+        expect(kinds, (["forward", "backward"] * accum + ["optimizer"]) * steps, "timeline")
+        expect([t["instance"] for t in doc["timeline"]], list(range(1, len(kinds) + 1)),
+               "timeline instances")
+        peak_span = [t for t in doc["timeline"]
+                     if t["devices"][0]["live_max"] == want["peak"]]
+        expect([(t["phase"], t["step"]) for t in peak_span][:1], [("backward", 1)],
+               "first phase instance reaching the peak")
     human = cli(["report", snap]).lower()
     named = ["unattributed", "vramtap_begin"] if "--no-markers" in args else [
         "parameters", "gradients", "optimizer state", "activations", "temporary"]
