@@ -1,0 +1,122 @@
+/* The neutral trace every reader fills. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import.h"
+
+static int oom(vt_err *err)
+{
+    vt_err_set(err, "out of memory");
+    return -1;
+}
+
+int vt_trace_add_ev(vt_trace *tr, const vt_mev *ev, vt_err *err)
+{
+    if (vt_imp_grow(&tr->ev, &tr->ev_cap, tr->nev + 1, sizeof *tr->ev))
+        return oom(err);
+    if (tr->nev >= UINT32_MAX) {
+        vt_err_set(err, "%s: more than %u memory events", tr->source, UINT32_MAX);
+        return -1;
+    }
+    tr->ev[tr->nev] = *ev;
+    tr->ev[tr->nev].order = (uint32_t)tr->nev;
+    tr->nev++;
+    return 0;
+}
+
+int vt_trace_add_span(vt_trace *tr, const vt_span *sp, vt_err *err)
+{
+    if (vt_imp_grow(&tr->spans, &tr->spans_cap, tr->nspans + 1, sizeof *tr->spans))
+        return oom(err);
+    tr->spans[tr->nspans++] = *sp;
+    return 0;
+}
+
+int vt_trace_add_block(vt_trace *tr, bool at_end, const vt_block *b, vt_err *err)
+{
+    vt_block **arr = at_end ? &tr->end_blocks : &tr->start_blocks;
+    size_t *n = at_end ? &tr->nend : &tr->nstart, *cap = at_end ? &tr->end_cap : &tr->start_cap;
+    if (vt_imp_grow(arr, cap, *n + 1, sizeof **arr))
+        return oom(err);
+    (*arr)[(*n)++] = *b;
+    return 0;
+}
+
+vt_devinfo *vt_trace_dev(vt_trace *tr, int32_t device, vt_err *err)
+{
+    for (size_t i = 0; i < tr->ndevs; i++)
+        if (tr->devs[i].device == device)
+            return &tr->devs[i];
+    if (vt_imp_grow(&tr->devs, &tr->devs_cap, tr->ndevs + 1, sizeof *tr->devs)) {
+        oom(err);
+        return NULL;
+    }
+    vt_devinfo *d = &tr->devs[tr->ndevs++];
+    *d = (vt_devinfo){.device = device, .total_bytes = -1, .reserved_peak = -1, .reserved_end = -1};
+    return d;
+}
+
+int vt_trace_add_oom(vt_trace *tr, const vt_ioom *o, vt_err *err)
+{
+    if (vt_imp_grow(&tr->ooms, &tr->ooms_cap, tr->nooms + 1, sizeof *tr->ooms))
+        return oom(err);
+    tr->ooms[tr->nooms++] = *o;
+    return 0;
+}
+
+static int add_line(char ***arr, size_t *n, size_t *cap, vt_err *err, const char *fmt, va_list ap)
+{
+    char *line;
+    if (vasprintf(&line, fmt, ap) < 0)
+        return oom(err);
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*arr)[i], line)) {
+            free(line);
+            return 0;
+        }
+    if (vt_imp_grow(arr, cap, *n + 1, sizeof **arr)) {
+        free(line);
+        return oom(err);
+    }
+    (*arr)[(*n)++] = line;
+    return 0;
+}
+
+int vt_trace_lack(vt_trace *tr, vt_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = add_line(&tr->lacks, &tr->nlacks, &tr->lacks_cap, err, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int vt_trace_note(vt_trace *tr, vt_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = add_line(&tr->notes, &tr->nnotes, &tr->notes_cap, err, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void vt_trace_free(vt_trace *tr)
+{
+    vt_isites_free(&tr->sites);
+    free(tr->ev);
+    free(tr->spans);
+    free(tr->start_blocks);
+    free(tr->end_blocks);
+    free(tr->devs);
+    free(tr->ooms);
+    for (size_t i = 0; i < tr->nlacks; i++)
+        free(tr->lacks[i]);
+    for (size_t i = 0; i < tr->nnotes; i++)
+        free(tr->notes[i]);
+    free(tr->lacks);
+    free(tr->notes);
+    memset(tr, 0, sizeof *tr);
+}

@@ -1,0 +1,146 @@
+"""Every file in ../shared/traces imports, and its replayed peak equals the trace's own figure,
+computed here independently of the importer:
+  Kineto with running totals: the largest "Total Allocated" of each device, exactly;
+  Kineto without them: the largest running sum of "Bytes" in time order, exactly;
+  memory snapshot pickles: live bytes at the dump (the segments' active blocks) replayed
+    backwards through the trace, within 0.5%;
+  export_memory_timeline raw files: the largest running sum, exactly.
+Phases and steps must be present where the trace records them."""
+import collections
+import gzip
+import json
+import os
+import pickle
+import sys
+
+from common import (TRACES, check, done, import_file, peak_set_consistent, tempdir,
+                    well_formed)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+class PlainData(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"{module}.{name} refused")
+
+
+def expect_kineto(doc):
+    """({device: expected peak}, has_totals)"""
+    mem = [e for e in doc["traceEvents"]
+           if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") in (1, 6)]
+    mem.sort(key=lambda e: e["ts"])  # stable: file order breaks ties
+    has_totals = all("Total Allocated" in e["args"] for e in mem)
+    peaks = {}
+    if has_totals:
+        for e in mem:
+            d = e["args"]["Device Id"]
+            peaks[d] = max(peaks.get(d, 0), e["args"]["Total Allocated"])
+        return peaks, True
+    run = collections.Counter()
+    low = collections.Counter()
+    for e in mem:
+        d = e["args"]["Device Id"]
+        run[d] += e["args"]["Bytes"]
+        low[d] = min(low[d], run[d])
+        peaks[d] = max(peaks.get(d, 0), run[d])
+    # a window that frees more than it allocated started with at least that much live
+    return {d: p - low[d] for d, p in peaks.items()}, False
+
+
+def expect_pickle(snap):
+    peaks = {}
+    live_end = collections.Counter()
+    for seg in snap["segments"]:
+        for b in seg["blocks"]:
+            if b["state"] in ("active_allocated", "active_pending_free"):
+                # the trace records requested sizes
+                live_end[seg["device"]] += b.get("requested_size") or b["size"]
+    for dev, trace in enumerate(snap["device_traces"]):
+        live = peak = live_end[dev]
+        for e in reversed(trace):
+            if e["action"] == "alloc":
+                live -= e["size"]
+            elif e["action"] in ("free_completed", "free"):
+                live += e["size"]
+            peak = max(peak, live)
+        if trace:
+            peaks[dev] = peak
+    return peaks
+
+
+def expect_timeline(rows):
+    run = peak = 0
+    for _, _, nbytes, _ in rows:
+        run += nbytes
+        peak = max(peak, run)
+    return {0: peak}
+
+
+def main():
+    names = sorted(n for n in os.listdir(TRACES) if n != "README.md")
+    check(len(names) >= 7, f"expected the 7 traces of the README, found {len(names)}")
+    with tempdir() as tmp:
+        for name in names:
+            path = os.path.join(TRACES, name)
+            data = read(path)
+            snap, p = import_file(path, tmp)
+            if not check(p.returncode == 0, f"{name}: import exit {p.returncode}: {p.stderr}"):
+                continue
+            well_formed(snap, name)
+            peak_set_consistent(snap)
+            got = {d["device"]: d["peak_bytes"] for d in snap["devices"]}
+            phases = {a["birth"]["phase"] for a in snap["allocations"]} | \
+                     {t["phase"] for t in snap["timeline"]}
+            if data[:1] == b"\x80":
+                want = expect_pickle(PlainData(__import__("io").BytesIO(data)).load())
+                check(set(got) == set(want), f"{name}: devices {sorted(got)} != {sorted(want)}")
+                for d, w in want.items():
+                    check(abs(got.get(d, 0) - w) <= 0.005 * w,
+                          f"{name}: device {d} peak {got.get(d)} not within 0.5% of {w}")
+                check({"forward", "backward"} <= phases, f"{name}: phases {sorted(phases)}")
+                check(snap["stacks"]["python"], f"{name}: Python stacks expected")
+            elif data.lstrip()[:1] == b"{":
+                doc = json.loads(data)
+                want, totals = expect_kineto(doc)
+                check(got == want, f"{name}: peaks {got} != {want}")
+                steps = sorted(int(e["name"].split("#")[1]) for e in doc["traceEvents"]
+                               if e.get("name", "").startswith("ProfilerStep#")
+                               and not e.get("cat", "").startswith("gpu_"))
+                training = any(e.get("name", "").startswith("Optimizer.step#")
+                               for e in doc["traceEvents"])
+                want_phases = {"forward", "backward", "optimizer"} if training else {"forward"}
+                check(want_phases <= phases, f"{name}: phases {sorted(phases)}")
+                check(snap["phase_markers"], f"{name}: phase_markers")
+                if steps:
+                    births = {a["birth"]["step"] for a in snap["allocations"]
+                              if not a["before_window"]}
+                    check(births and min(births) >= steps[0] and max(births) <= steps[-1] + 1,
+                          f"{name}: birth steps {sorted(births)} outside {steps}")
+                    check(snap["steps"] == steps[-1] + training,
+                          f"{name}: steps {snap['steps']}, profiler steps {steps}")
+                lacks = snap["import"]["lacks"]
+                if not totals:
+                    check(any("running totals" in line for line in lacks),
+                          f"{name}: lacks does not mention the totals: {lacks}")
+                    check("lacks running totals" in p.stderr,
+                          f"{name}: stderr does not say what it lacks: {p.stderr!r}")
+                    check(any("addresses" in line for line in lacks),
+                          f"{name}: lacks does not mention addresses")
+            else:
+                rows = json.loads(data)
+                want = expect_timeline(rows)
+                check(got == want, f"{name}: peaks {got} != {want}")
+                check(not snap["phase_markers"], f"{name}: a raw timeline has no phases")
+                cats = snap["import"]["devices"][0]["pytorch_categories_at_peak"]
+                check(sum(cats.values()) == want[0], f"{name}: PyTorch categories {cats}")
+                check(all("pytorch_category" in a for a in snap["allocations"]),
+                      f"{name}: pytorch_category per allocation")
+            print(f"{name}: peaks {got}, phases {sorted(phases)}, steps {snap['steps']}")
+    done()
+
+
+main()
