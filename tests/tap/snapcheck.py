@@ -18,6 +18,8 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] peak_at DEV PHASE STEP    phase and step of DEV's peak
     EXPECT [pid=N] device DEV KEY VALUE      devices[DEV][KEY] (a number, or text to the line end;
                                              KEY may be a path: reserved.peak_bytes)
+    EXPECT [pid=N] mode FRAMEWORK MODE REASON  modes[FRAMEWORK]
+    EXPECT [pid=N] env_set NAME VALUE|-      env_set[NAME] ("-": vramtap did not set it)
     EXPECT [pid=N] markers true|false        phase_markers
     EXPECT [pid=N] steps N                   steps
     EXPECT [pid=N] host_peak BYTES           host.peak_bytes
@@ -182,6 +184,11 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         want = " ".join(rest[2:])
         expect(got, int(want) if re.fullmatch(r"-?\d+", want) else want,
                "device %s %s" % (rest[0], rest[1]))
+    elif what == "mode":
+        m = doc["modes"].get(rest[0], {})
+        expect([m.get("mode"), m.get("reason")], rest[1:3], "mode of " + rest[0])
+    elif what == "env_set":
+        expect(doc["env_set"].get(rest[0], "-"), rest[1], "env_set " + rest[0])
     elif what == "markers":
         expect(doc["phase_markers"], rest[0] == "true", "phase_markers")
     elif what == "steps":
