@@ -177,6 +177,8 @@ def _outermost_begin(grad_enabled):
         first = _outer_calls == 1
     if not first:
         return None
+    if _open_steps:
+        _close_abandoned_steps()
     # Under no_grad or inference_mode a module call builds nothing for backward: evaluation,
     # not a training forward.
     return grad_enabled and _begin(b"forward") != _EUNKNOWN
