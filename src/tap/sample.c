@@ -48,7 +48,7 @@ static void read_info(int device)
     CUdevice dev;
     if (!dev_get || dev_get(&dev, device) != CUDA_SUCCESS)
         return;
-    char buf[256] = "";
+    char buf[sizeof vt_state.dev[0].name] = "";
     size_t bytes = 0;
     CUuuid u;
     int have_name = name && name(buf, sizeof buf, dev) == CUDA_SUCCESS;
