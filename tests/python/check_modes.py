@@ -13,8 +13,8 @@ ASYNC = "backend:cudaMallocAsync"
 USER = "expandable_segments:True"
 
 
-def run(case, run_args=(), **env):
-    p, snaps = vramtap_run(PROBE, run_args, env=clean_env(**env))
+def run(case, run_args=(), probe_args=(), **env):
+    p, snaps = vramtap_run(PROBE + list(probe_args), run_args, env=clean_env(**env))
     if not check(p.returncode == 0 and len(snaps) == 1, case + ": ran, one snapshot", show(p)):
         return None, None, None
     seen = json.loads(p.stdout.strip().splitlines()[-1])
@@ -59,4 +59,15 @@ if snap:
     check(mode(snap) == ("native", "forced"), "--mode native: snapshot mode", snap["modes"])
     check(snap["env"].get("VRAMTAP_MODE") == "native", "--mode native: VRAMTAP_MODE recorded",
           snap["env"])
+# A program that sets the variable itself before importing torch overrides the mode vramtap
+# chose at start: it is told.
+seen, snap, said = run("program's own setting", probe_args=["--set-conf", USER])
+if snap:
+    check(seen["PYTORCH_CUDA_ALLOC_CONF"] == USER, "program's own setting: kept", seen)
+    check(len(said) == 1 and "PYTORCH_CUDA_ALLOC_CONF=%s (was %s)" % (USER, ASYNC) in said[0]
+          and "before importing torch" in said[0], "program's own setting: one line says so",
+          said)
+seen, snap, said = run("program sets the same", probe_args=["--set-conf", ASYNC])
+if snap:
+    check(not said, "program sets the same: nothing said", said)
 finish()

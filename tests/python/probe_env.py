@@ -2,9 +2,10 @@
 program sees (allocator settings, whether the PyTorch hooks are in, which sitecustomize ran),
 and makes one allocation through the stand-in so that a snapshot is written.
 
-    probe_env.py [--no-torch] [--no-alloc] [--api]
+    probe_env.py [--no-torch] [--no-alloc] [--api] [--set-conf VALUE]
 
 --api also marks phases and a step through vramtap_torch and allocates inside them.
+--set-conf sets PYTORCH_CUDA_ALLOC_CONF before importing torch, as many training scripts do.
 """
 
 import ctypes
@@ -12,6 +13,8 @@ import json
 import os
 import sys
 
+if "--set-conf" in sys.argv:
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = sys.argv[sys.argv.index("--set-conf") + 1]
 report = {
     "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
     "user_sitecustomize": os.environ.get("VT_TEST_USER_SITECUSTOMIZE"),

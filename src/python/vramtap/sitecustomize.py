@@ -14,7 +14,7 @@ def _install_hooks():
     try:
         import vramtap_torch
 
-        vramtap_torch.install()
+        vramtap_torch.install(_env_at_start)
     except Exception as e:  # the program must run on without the hooks
         sys.stderr.write("vramtap: could not install the PyTorch hooks (%s: %s); phases come "
                          "only from NVTX and the C API\n" % (type(e).__name__, e))
@@ -76,6 +76,7 @@ def _run_shadowed():
 # LD_PRELOAD tells without loading ctypes whether vramtap can be in the process; vramtap_torch
 # then asks the library itself.
 if "vramtap" in os.environ.get("LD_PRELOAD", ""):
+    _env_at_start = dict(os.environ)
     if "torch" in sys.modules:
         _install_hooks()
     else:

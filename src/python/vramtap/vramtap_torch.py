@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import functools
 import importlib
+import os
 import re
 import sys
 import threading
@@ -294,15 +295,40 @@ def _wrap_optimizer_classes(Optimizer):
     Optimizer.__init_subclass__ = classmethod(__init_subclass__)
 
 
-def install():
+def _check_allocator_settings(torch, env_at_start):
+    # PyTorch reads these while `import torch` loads its CUDA allocator. vramtap chose the mode
+    # (and recorded it) before the program ran: a program that set them itself before importing
+    # torch has overridden that choice.
+    changed = ["%s=%s (was %s)" % (name, os.environ.get(name), env_at_start.get(name, "unset"))
+               for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+               if os.environ.get(name) != env_at_start.get(name)]
+    if not changed:
+        return
+    try:
+        backend = torch.cuda.get_allocator_backend()
+    except Exception:  # before torch 2.0, or a build without CUDA: cannot tell
+        backend = None
+    outcome = {
+        "native": ": PyTorch keeps its caching allocator, so vramtap sees its segments, not "
+                  "tensors",
+        "cudaMallocAsync": ": PyTorch allocates per tensor (tensor mode)",
+    }.get(backend, "")
+    sys.stderr.write("vramtap: the program set %s before importing torch%s; the snapshot's "
+                     "modes.pytorch was decided before that\n" % (", ".join(changed), outcome))
+
+
+def install(env_at_start=None):
     """Install the PyTorch hooks (the bootstrap does it once torch is imported; later calls
-    and calls without vramtap do nothing)."""
+    and calls without vramtap do nothing). `env_at_start`, the environment as the interpreter
+    started, lets it tell whether the program changed PyTorch's allocator settings itself."""
     global _installed
     if _installed or _api is None:
         return
     _installed = True
     import torch
 
+    if env_at_start is not None:
+        _check_allocator_settings(torch, env_at_start)
     compiling = _compiling_probe(torch)
     failed = []
     for what, fn in (("forward", _install_forward), ("backward", _install_backward),
