@@ -277,10 +277,10 @@ static int thread_cmp(const xev *x, const mref *m)
 
 /* A thread that runs backward functions and no profiler step is autograd's worker: all its
  * work is backward, including the gradient sums that happen between backward functions. */
-static bool backward_thread(const xev *x, size_t n, const vt_isites *s)
+static bool backward_thread(const xev *x, size_t begin, size_t end, const vt_isites *s)
 {
     bool bwd = false;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = begin; i < end; i++) {
         if (x[i].frame < 0)
             return false;
         bwd |= (s->frames[x[i].frame].evidence & VT_EV_BACKWARD) != 0;
@@ -338,8 +338,10 @@ static int attach_one(kctx *k, const mref *m, size_t *xi, size_t xe, size_t *sta
  * events sorted by start (enclosing first) nest, so one sweep with a stack finds them. */
 static int attach_stacks(kctx *k, vt_err *err)
 {
-    qsort(k->x, k->nx, sizeof *k->x, cmp_xev);
-    qsort(k->m, k->nm, sizeof *k->m, cmp_mref);
+    if (k->nx)
+        qsort(k->x, k->nx, sizeof *k->x, cmp_xev);
+    if (k->nm)
+        qsort(k->m, k->nm, sizeof *k->m, cmp_mref);
     size_t *stack = malloc((k->nx + 1) * sizeof *stack);
     uint8_t *flags = malloc(k->nx + 1);
     int rc = stack && flags ? 0 : oom(err);
@@ -353,7 +355,7 @@ static int attach_stacks(kctx *k, vt_err *err)
         size_t xe = xi;
         while (xe < k->nx && thread_cmp(&k->x[xe], &k->m[mi]) == 0)
             xe++;
-        bool bwd_thread = backward_thread(k->x + xi, xe - xi, &k->tr->sites);
+        bool bwd_thread = backward_thread(k->x, xi, xe, &k->tr->sites);
         size_t depth = 0;
         for (; !rc && mi < me; mi++)
             rc = attach_one(k, &k->m[mi], &xi, xe, stack, flags, &depth, bwd_thread, err);

@@ -534,7 +534,8 @@ int vt_replay_run(vt_trace *tr, vt_replay *rp, vt_err *err)
     rp->tr = tr;
     if (add_markers(tr, err))
         return -1;
-    qsort(tr->ev, tr->nev, sizeof *tr->ev, cmp_ev);
+    if (tr->nev)
+        qsort(tr->ev, tr->nev, sizeof *tr->ev, cmp_ev);
     size_t dev_cap = 0, alloc_cap = 0;
     for (size_t i = 0; i < tr->nev; i++)
         if (tr->ev[i].bytes && add_device(rp, &dev_cap, tr->ev[i].device, err))
