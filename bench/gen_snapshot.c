@@ -201,13 +201,17 @@ int main(int argc, char **argv)
             perror(expect);
             return 2;
         }
-        int64_t cat[4] = {total[PARAM] + total[LAZY], total[GRAD], total[OPTIM],
-                          total[INPUT] + total[ACT]};
-        fprintf(e,
-                "{\"peak_bytes\":%" PRId64 ",\"parameters\":%" PRId64 ",\"gradients\":%" PRId64
-                ",\"optimizer_state\":%" PRId64 ",\"activations\":%" PRId64
-                ",\"temporary\":%" PRId64 ",\"unattributed\":0}\n",
-                peak, cat[0], cat[1], cat[2], cat[3], total[TEMP]);
+        static const char *const categories[] = {"parameters", "gradients", "optimizer_state",
+                                                 "activations", "temporary"};
+        fprintf(e, "{\"peak_bytes\":%" PRId64, peak);
+        for (size_t c = 0; c < sizeof categories / sizeof categories[0]; c++) {
+            int64_t bytes = 0;
+            for (int k = 0; k < NKINDS; k++)
+                if (!strcmp(kinds[k].category, categories[c]))
+                    bytes += total[k];
+            fprintf(e, ",\"%s\":%" PRId64, categories[c], bytes);
+        }
+        fputs(",\"unattributed\":0}\n", e);
         if (fclose(e)) {
             perror(expect);
             return 2;

@@ -162,6 +162,19 @@ static int get_bytes(json_t *obj, const char *key, int flags, int64_t *out, vt_e
     return get_int(obj, key, 0, VT_MAX_BYTES, flags, out, err);
 }
 
+/* An index into sites[], or -1 for null. */
+static int get_site(json_t *obj, const vt_snapshot *s, int64_t *out, vt_err *err)
+{
+    json_t *v = json_object_get(obj, "site");
+    if (json_is_integer(v) &&
+        (json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) >= (uint64_t)s->nsites)) {
+        vt_err_set(err, "site: %lld is not an index into sites[] (the file has %zu)",
+                   (long long)json_integer_value(v), s->nsites);
+        return -1;
+    }
+    return get_int(obj, "site", 0, (int64_t)s->nsites - 1, NULLABLE, out, err);
+}
+
 static int get_time(json_t *obj, const char *key, int flags, double *out, vt_err *err)
 {
     json_t *v = lookup(obj, key, flags);
@@ -556,7 +569,7 @@ static int load_oom(vt_snapshot *s, json_t *o, bool post_mortem, vt_oom *oom, vt
         get_int(o, "step", 0, s->steps, REQUIRED, &oom->step, err))
         return -1;
     int64_t site;
-    if (get_int(o, "site", 0, (int64_t)s->nsites - 1, NULLABLE, &site, err))
+    if (get_site(o, s, &site, err))
         return -1;
     oom->site = (int32_t)site;
     oom->device = (int)device;
@@ -623,8 +636,7 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
         return wrong(err, "", "an object", o);
     if (get_bytes(o, "size", REQUIRED, &size, err) ||
         get_int(o, "device", 0, MAX_DEVICE, REQUIRED, &device, err) ||
-        get_str(o, "kind", REQUIRED, &kind, err) ||
-        get_int(o, "site", 0, (int64_t)c->s->nsites - 1, NULLABLE, &site, err) ||
+        get_str(o, "kind", REQUIRED, &kind, err) || get_site(o, c->s, &site, err) ||
         get_moment(o, "birth", c->s->steps, &a->birth, err) ||
         get_container(o, "death", JSON_OBJECT, NULLABLE, &death, err) ||
         (death && get_moment(o, "death", c->s->steps, &a->death, err)))

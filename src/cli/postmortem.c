@@ -73,7 +73,7 @@ static void print_request(FILE *out, const vt_snapshot *s)
 {
     const vt_oom *o = &s->oom;
     char b[32], t[32];
-    fprintf(out, "  asked      %s%s%s via %s, %s of step %lld, at %.2f s", vt_on(VT_STYLE_BOLD),
+    fprintf(out, "  %-11s %s%s%s via %s, %s of step %lld, at %.2f s", "asked", vt_on(VT_STYLE_BOLD),
             vt_fmt_bytes(b, o->size), vt_off(), o->api, vt_phase_name(o->phase), (long long)o->step,
             o->time_s);
     if (o->error >= 0)
@@ -84,13 +84,13 @@ static void print_request(FILE *out, const vt_snapshot *s)
         char name[512];
         for (size_t i = 0; i < site->nframes && i < STACK_LINES; i++) {
             vt_frame_name(&site->frames[i], name, sizeof name);
-            fprintf(out, "  %-10s %s\n", i ? "" : "from", name);
+            fprintf(out, "  %-11s %s\n", i ? "" : "from", name);
         }
         if (site->nframes > STACK_LINES)
-            fprintf(out, "  %-10s ... %zu more frames\n", "", site->nframes - STACK_LINES);
+            fprintf(out, "  %-11s ... %zu more frames\n", "", site->nframes - STACK_LINES);
     }
     if (o->free_bytes >= 0)
-        fprintf(out, "  device     %s free%s%s\n", vt_fmt_bytes(b, o->free_bytes),
+        fprintf(out, "  %-11s %s free%s%s\n", "device", vt_fmt_bytes(b, o->free_bytes),
                 o->total_bytes >= 0 ? " of " : "",
                 o->total_bytes >= 0 ? vt_fmt_bytes(t, o->total_bytes) : "");
 }
@@ -111,7 +111,7 @@ void vt_print_postmortem(FILE *out, vt_loaded *l, const vt_report_opts *o)
     fprintf(out, "\n%sout of memory on cuda:%d%s\n", vt_on(VT_STYLE_BAD), s->oom.device, vt_off());
     print_request(out, s);
     if (bill)
-        vt_print_peak(out, bill->dev);
+        vt_print_peak(out, "peak so far", bill->dev);
 
     if (!bill || !bill->dev->listed_count) {
         fputs("\n  nothing vramtap saw was live on the device: the memory is held by the CUDA "
@@ -138,5 +138,5 @@ void vt_print_postmortem(FILE *out, vt_loaded *l, const vt_report_opts *o)
     }
     fputc('\n', out);
     for (size_t i = 0; i < n; i++)
-        fprintf(out, "    %zu. %s\n", i + 1, items[i].text);
+        vt_print_wrapped(out, fprintf(out, "    %zu. ", i + 1), 7, items[i].text);
 }

@@ -58,7 +58,7 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
     optind = 1;
     int c;
     long v;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             o->json = true;
@@ -304,45 +304,57 @@ void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill)
             bill->dev->listed_count == 1 ? "" : "s");
 }
 
+/* One line of the three levels: a label, bytes, and why it differs from the level below. */
+static void print_level(FILE *out, const char *label, int64_t bytes, const char *why)
+{
+    char b[32];
+    int col = fprintf(out, "    %-20s %12s ", label, bytes >= 0 ? vt_fmt_bytes(b, bytes) : "-");
+    vt_print_wrapped(out, col, col, why);
+}
+
 static void print_levels(FILE *out, const vt_bill *bill)
 {
     const vt_device *d = bill->dev;
-    char b[32], g[32];
-    int64_t tensors = d->listed_bytes;
+    char g[32], why[320];
+    int64_t tensors = d->listed_bytes, below = tensors;
     fprintf(out, "\n  %sthree levels%s\n", vt_on(VT_STYLE_BOLD), vt_off());
-    fprintf(out, "    %-20s %12s  %s\n", bill->native ? "segments" : "tensors",
-            vt_fmt_bytes(b, tensors),
-            bill->native ? "allocator segments live at the peak"
-                         : "live allocations at the peak (the bill above)");
-    int64_t below = tensors;
-    if (d->reserved_source) {
+    print_level(out, bill->native ? "segments" : "tensors", tensors,
+                bill->native ? "the allocator's segments live at the peak"
+                             : "live allocations at the peak (the bill above)");
+    if (!d->reserved_source) {
+        print_level(out, "allocator reserved", -1, "not recorded");
+    } else {
         int64_t gap = d->reserved_peak_bytes - tensors;
-        fprintf(out, "    %-20s %12s  %s high-water mark: ", "allocator reserved",
-                vt_fmt_bytes(b, d->reserved_peak_bytes), d->reserved_source);
         if (gap >= 0)
-            fprintf(out,
-                    "%s more, held by the allocator but not by a live %s at the peak (cached "
-                    "blocks, rounding, fragmentation)\n",
-                    vt_fmt_delta(g, gap), bill->native ? "segment" : "tensor");
+            snprintf(why, sizeof why,
+                     "%s held by the allocator beyond the %s: cached blocks, rounding, "
+                     "fragmentation (%s high-water mark)",
+                     vt_fmt_delta(g, gap), bill->native ? "segments live at the peak" : "tensors",
+                     d->reserved_source);
         else
-            fprintf(out,
-                    "%s less: part of the tensors were allocated outside the allocator's %s "
-                    "(cudaMalloc, cuMemAlloc, VMM)\n",
-                    vt_fmt_bytes(g, -gap), d->reserved_source);
+            snprintf(why, sizeof why,
+                     "%s less than the tensors: part of them were allocated outside the %s "
+                     "(cudaMalloc, cuMemAlloc, VMM) (high-water mark)",
+                     vt_fmt_bytes(g, -gap), d->reserved_source);
+        print_level(out, "allocator reserved", d->reserved_peak_bytes, why);
         below = gap > 0 ? d->reserved_peak_bytes : tensors;
-    } else {
-        fprintf(out, "    %-20s %12s  not recorded\n", "allocator reserved", "-");
     }
-    if (d->used_at_peak_bytes >= 0) {
-        int64_t gap = d->used_at_peak_bytes - below;
-        fprintf(out, "    %-20s %12s  cuMemGetInfo at the peak: %s %s\n", "device used",
-                vt_fmt_bytes(b, d->used_at_peak_bytes), vt_fmt_delta(g, gap),
-                gap >= 0 ? "outside the allocator: the CUDA context and kernels, library "
-                           "workspaces (cuBLAS, cuDNN, NCCL) and other processes on the device"
-                         : "(sampled just before the peak was reached)");
-    } else {
-        fprintf(out, "    %-20s %12s  not sampled\n", "device used", "-");
+    if (d->used_at_peak_bytes < 0) {
+        print_level(out, "device used", -1, "not sampled");
+        return;
     }
+    int64_t gap = d->used_at_peak_bytes - below;
+    if (gap >= 0)
+        snprintf(why, sizeof why,
+                 "%s beyond the allocator: the CUDA context and kernels, library workspaces "
+                 "(cuBLAS, cuDNN, NCCL) and other processes (cuMemGetInfo at the peak)",
+                 vt_fmt_delta(g, gap));
+    else
+        snprintf(why, sizeof why,
+                 "%s below the level above: the allocator's high-water mark came at another "
+                 "moment than the peak (cuMemGetInfo at the peak)",
+                 vt_fmt_bytes(g, -gap));
+    print_level(out, "device used", d->used_at_peak_bytes, why);
 }
 
 static void print_checks(FILE *out, const vt_bill *bill)
@@ -353,7 +365,8 @@ static void print_checks(FILE *out, const vt_bill *bill)
         double r = vt_ratio(bill, checked[i]);
         char label[40];
         snprintf(label, sizeof label, "%s / parameters", vt_category_label(checked[i]));
-        fprintf(out, "    %-30s %5.2f  %s\n", label, r, vt_ratio_meaning(checked[i], r));
+        int col = fprintf(out, "    %-30s %5.2f ", label, r);
+        vt_print_wrapped(out, col, col, vt_ratio_meaning(checked[i], r));
     }
 }
 
@@ -415,10 +428,10 @@ void vt_print_device_title(FILE *out, const vt_device *d)
     fputc('\n', out);
 }
 
-void vt_print_peak(FILE *out, const vt_device *d)
+void vt_print_peak(FILE *out, const char *label, const vt_device *d)
 {
     char b[32];
-    fprintf(out, "  peak      %s%s%s at %.2f s, step %lld, %s", vt_on(VT_STYLE_BOLD),
+    fprintf(out, "  %-11s %s%s%s at %.2f s, step %lld, %s", label, vt_on(VT_STYLE_BOLD),
             vt_fmt_bytes(b, d->peak_bytes), vt_off(), d->peak_time_s, (long long)d->peak_step,
             vt_phase_name(d->peak_phase));
     if (d->total_bytes > 0)
@@ -433,7 +446,7 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
     const vt_device *d = bill->dev;
     char b[32], p[32];
     vt_print_device_title(out, d);
-    vt_print_peak(out, d);
+    vt_print_peak(out, "peak", d);
     if (d->listed_bytes != d->peak_bytes)
         fprintf(out,
                 "  %snote%s: the allocations listed add up to %s, not the peak %s (an imported "
@@ -455,23 +468,23 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
 
 static void print_oom_events(FILE *out, const vt_snapshot *s)
 {
-    char b[32];
+    char b[32], line[512];
     if (!s->noom_events)
         return;
     fprintf(out, "\n%sout-of-memory events%s\n", vt_on(VT_STYLE_BAD), vt_off());
     for (size_t i = 0; i < s->noom_events; i++) {
         const vt_oom *e = &s->oom_events[i];
-        fprintf(out,
-                "  #%lld at %.2f s: %s asked on cuda:%d via %s, %s of step %lld: ", (long long)e->n,
-                e->time_s, vt_fmt_bytes(b, e->size), e->device, e->api, vt_phase_name(e->phase),
-                (long long)e->step);
-        if (e->retry_succeeded)
-            fputs("a retry succeeded (the caching allocator freed its cache and tried again)", out);
-        else
-            fputs("no retry succeeded", out);
-        if (e->file)
-            fprintf(out, "; post-mortem: vramtap report %s", e->file);
-        fputc('\n', out);
+        int n = snprintf(line, sizeof line, "%s asked on cuda:%d via %s, %s of step %lld: %s",
+                         vt_fmt_bytes(b, e->size), e->device, e->api, vt_phase_name(e->phase),
+                         (long long)e->step,
+                         e->retry_succeeded ? "a retry succeeded (the caching allocator freed "
+                                              "its cache and tried again)"
+                                            : "no retry succeeded");
+        if (e->file && n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, "; post-mortem: vramtap report %s",
+                     e->file);
+        int col = fprintf(out, "  #%lld at %.2f s: ", (long long)e->n, e->time_s);
+        vt_print_wrapped(out, col, 4, line);
     }
 }
 

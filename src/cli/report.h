@@ -31,7 +31,7 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
 /* the human report of one snapshot, and its parts that other outputs share (report.c) */
 void vt_print_report(FILE *out, vt_loaded *l, const vt_report_opts *o);
 void vt_print_device_title(FILE *out, const vt_device *d);
-void vt_print_peak(FILE *out, const vt_device *d);
+void vt_print_peak(FILE *out, const char *label, const vt_device *d);
 void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill);
 void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n);
 /* the post-mortem of a kind "oom" snapshot (postmortem.c) */

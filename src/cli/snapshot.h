@@ -209,6 +209,10 @@ void vt_term_init(void);
 const char *vt_on(vt_style s);
 const char *vt_cat_on(vt_category c);
 const char *vt_off(void);
+/* Prints text from column col (the caller has printed that much, a separating space included),
+ * wrapped before column VT_WRAP with continuation lines indented to `indent`; ends the line. */
+#define VT_WRAP 100
+void vt_print_wrapped(FILE *out, int col, int indent, const char *text);
 /* A bar of `width` cells filled to part/whole. */
 void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width);
 

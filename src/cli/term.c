@@ -53,3 +53,25 @@ void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width)
     for (int i = 0; i < width; i++)
         fputs(i < filled ? (blocks ? "\u2588" : "#") : (blocks ? "\u2591" : "."), out);
 }
+
+void vt_print_wrapped(FILE *out, int col, int indent, const char *text)
+{
+    bool first = true; /* of its line: no space before it */
+    for (const char *p = text; *p;) {
+        const char *w = strchr(p, ' ');
+        int len = w ? (int)(w - p) : (int)strlen(p);
+        if (!first && col + 1 + len > VT_WRAP) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        } else if (!first) {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(p, 1, (size_t)len, out);
+        col += len;
+        first = false;
+        for (p += len; *p == ' '; p++)
+            ;
+    }
+    fputc('\n', out);
+}

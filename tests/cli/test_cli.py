@@ -1,0 +1,458 @@
+#!/usr/bin/python3
+"""Tests of `vramtap report` and `vramtap diff` over the fixture snapshots in data/
+(data/README.md says what each one holds). Figures are checked exactly, through --json.
+
+    test_cli.py CASE [--gen PATH_OF_gen_snapshot]
+
+CASE is one of the case_* functions below, or bad:FILE for a file of data/bad/."""
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import tempfile
+
+CLI = os.environ["VT_CLI"]
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+failures = []
+
+
+def d(*parts):
+    return os.path.join(DATA, *parts)
+
+
+def eq(got, want, what):
+    if got != want:
+        failures.append("%s: got %r, want %r" % (what, got, want))
+
+
+def has(text, fragment, what):
+    if fragment not in text:
+        failures.append("%s: %r not found in:\n%s" % (what, fragment, text))
+
+
+def run(*args, rc=0, env=None):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, env=env)
+    if p.returncode < 0:
+        failures.append("vramtap %s: killed by signal %d\n%s" % (" ".join(args), -p.returncode, p.stderr))
+    elif p.returncode != rc:
+        failures.append("vramtap %s: exit %d, want %d\n%s" % (" ".join(args), p.returncode, rc, p.stderr))
+    elif rc == 0 and p.stderr:
+        failures.append("vramtap %s: unexpected stderr:\n%s" % (" ".join(args), p.stderr))
+    return p
+
+
+def report(*args):
+    return json.loads(run("report", "--json", *args).stdout or "null")
+
+
+def cats(parameters=0, gradients=0, optimizer_state=0, activations=0, temporary=0, unattributed=0):
+    return {"parameters": parameters, "gradients": gradients, "optimizer_state": optimizer_state,
+            "activations": activations, "temporary": temporary, "unattributed": unattributed}
+
+
+def one_line_error(p, command, fragment, what):
+    """Bad input: exit 2, nothing on stdout, exactly one line on stderr that says why."""
+    if p.returncode != 2:
+        failures.append("%s: exit %d, want 2\n%s" % (what, p.returncode, p.stderr))
+    eq(p.stdout, "", what + ": stdout")
+    lines = p.stderr.splitlines()
+    eq(len(lines), 1, what + ": lines on stderr (%r)" % p.stderr)
+    if lines:
+        has(lines[0], "vramtap %s: " % command, what)
+        has(lines[0], fragment, what)
+
+
+# --- the category table -------------------------------------------------------------------
+
+def case_table():
+    r = report(d("table.json"))
+    got = {dev["device"]: dev["categories"] for dev in r["devices"]}
+    eq(got[0], cats(parameters=(1 << 20) + (1 << 21) + (1 << 12) + (1 << 19), gradients=(1 << 15) + (1 << 16),
+                    optimizer_state=(1 << 17) + (1 << 18), activations=(1 << 13) + (1 << 22),
+                    temporary=1 << 14), "cuda:0 (peak in backward of step 1)")
+    eq(got[1], cats(parameters=1 << 12, activations=(1 << 10) + (1 << 9), temporary=1 << 11),
+       "cuda:1 (peak in the first forward)")
+    eq(got[2], cats(parameters=1 << 14, temporary=1 << 13), "cuda:2 (peak in setup)")
+    eq(got[3], cats(parameters=1 << 18, gradients=1 << 17, optimizer_state=1 << 16, temporary=1 << 15),
+       "cuda:3 (peak in the first optimizer phase)")
+    eq(got[4], cats(activations=1 << 20, temporary=1 << 19), "cuda:4 (peak between phases)")
+    dev0 = r["devices"][0]
+    eq(dev0["peak_bytes"], (1 << 23) - (1 << 12), "cuda:0 peak")
+    eq(dev0["peak"], {"time_s": 5.5, "step": 1, "phase": "backward"}, "cuda:0 peak moment")
+    eq(dev0["live_allocations"], 11, "cuda:0 allocations")
+    eq(r["devices"][3]["checks"], {"gradients_per_parameter": 0.5, "optimizer_state_per_parameter": 0.25},
+       "cuda:3 checks")
+    # the allocation without a stack
+    act = dev0["top_sites"]["activations"]
+    eq([(s["site"], s["bytes"], s["label"]) for s in act],
+       [(None, 1 << 22, "(no stack recorded)"), (1, 1 << 13, "model.py:30 forward < train.py:52 main")],
+       "cuda:0 activation sites")
+
+
+def case_tricky():
+    r = report(d("tricky.json"))
+    dev = r["devices"][0]
+    eq(dev["categories"], cats(parameters=65 * MiB, gradients=64 * MiB, activations=22 * MiB, temporary=8 * MiB),
+       "categories")
+    eq([(s["bytes"], s["label"]) for s in dev["top_sites"]["activations"]],
+       [(16 * MiB, "model.py:70 attention < model.py:35 forward < train.py:60 main"),
+        (4 * MiB, "model.py:40 forward < train.py:60 main"),
+        (2 * MiB, "train.py:20 load_batch < train.py:58 main")], "activation sites")
+    eq([(s["bytes"], s["label"]) for s in dev["top_sites"]["parameters"]],
+       [(64 * MiB, "model.py:12 __init__ < train.py:40 main"),
+        (1 * MiB, "model.py:88 rotary_cache < model.py:31 forward < train.py:60 main")], "parameter sites")
+
+
+def case_short_run():
+    r = report(d("short_run.json"))
+    dev = r["devices"][0]
+    eq(dev["categories"], cats(parameters=32 * MiB, gradients=32 * MiB, optimizer_state=64 * MiB,
+                               activations=1 * MiB, temporary=4 * MiB), "categories")
+    eq(dev["checks"], {"gradients_per_parameter": 1.0, "optimizer_state_per_parameter": 2.0}, "checks")
+    out = run("report", d("short_run.json")).stdout
+    has(out, "gradients / parameters          1.00 about 1, as usual", "gradient check")
+    has(out, "optimizer state / parameters    2.00 about 2, as usual for Adam and AdamW", "optimizer check")
+
+
+def case_no_markers():
+    r = report(d("nomarkers.json"))
+    dev = r["devices"][0]
+    eq(r["phase_markers"], False, "phase_markers")
+    eq(dev["categories"], cats(unattributed=19 * MiB), "categories")
+    eq(dev["unattributed_split"], {"persistent": 16 * MiB, "transient": 3 * MiB}, "split")
+    eq(dev["checks"], {"gradients_per_parameter": None, "optimizer_state_per_parameter": None}, "checks")
+    out = run("report", d("nomarkers.json")).stdout
+    has(out, "    unattributed (persistent)     16.00 MiB  84.2%", "persistent row")
+    has(out, "    unattributed (transient)       3.00 MiB  15.8%", "transient row")
+    has(out, "no phase markers", "note")
+    has(out, "the C API in include/vramtap.h", "C API hint")
+    has(out, "NVTX ranges named forward, backward and optimizer", "NVTX hint")
+    has(out, "'vramtap run -- python train.py' for PyTorch", "vramtap run hint")
+    if "parameters  " in out or "checks" in out:
+        failures.append("a run without markers shows no category it cannot know:\n" + out)
+
+
+# --- out of memory ------------------------------------------------------------------------
+
+def case_postmortem():
+    path = d("vramtap.python.777.oom1.json")
+    r = report(path)
+    o = r["oom"]
+    eq((o["size"], o["device"], o["api"], o["phase"], o["step"], o["error"]),
+       (2 * GiB, 0, "cudaMallocAsync", "forward", 3, 2), "the request")
+    eq((o["free_bytes"], o["total_bytes"], o["live_bytes"]), (512 * MiB, 8 * GiB, 7 * GiB), "free, total, live")
+    eq(o["categories"], cats(parameters=1 * GiB, gradients=1 * GiB, optimizer_state=2 * GiB, activations=3 * GiB),
+       "live by category")
+    eq(o["dominant"], "activations", "dominant")
+    eq([a.split(" ")[0:2] for a in o["advice"]],
+       [["a", "smaller"], ["gradient", "accumulation"], ["mixed", "precision"], ["activation", "checkpointing"],
+        ["fragmentation,", "last:"]], "advice, in the seeds' order")
+    eq(o["stack"]["label"], "model.py:70 attention < model.py:35 forward < train.py:60 main", "stack")
+    eq(len(o["stack"]["frames"]), 5, "stack frames")
+    eq([(s["bytes"], s["count"]) for s in o["top_sites"]],
+       [(2 * GiB, 2), (2 * GiB, 1), (1 * GiB, 1), (1 * GiB, 1), (1 * GiB, 1)], "live by site")
+    out = run("report", path).stdout
+    has(out, "out-of-memory post-mortem", "title")
+    has(out, "  asked       2.00 GiB via cudaMallocAsync, forward of step 3, at 12.50 s (error 2)", "asked")
+    has(out, "  device      512.00 MiB free of 8.00 GiB", "free")
+    has(out, "  from        cudaMallocAsync\n", "stack")
+    has(out, "    activations                    3.00 GiB  42.9%", "activations row")
+    has(out, "what to try first  (activations hold 3.00 GiB, 42.9% of the live memory)", "dominant")
+    has(out, "    1. a smaller micro-batch or a shorter sequence", "first remedy")
+    has(out, "    5. fragmentation, last", "last remedy")
+    # parameters dominate in rank 1's post-mortem: mixed precision first, and the free memory
+    # (3 GiB) is less than the 4 GiB asked
+    o = report(d("ranks", "vramtap.python.1002.oom1.json"))["oom"]
+    eq(o["dominant"], "parameters", "rank 1 dominant")
+    eq([a.split(" ")[0:2] for a in o["advice"]], [["mixed", "precision"], ["fragmentation,", "last:"]],
+       "rank 1 advice")
+    eq(o["stack"]["site"], None, "rank 1 stack")
+
+
+def case_oom_events():
+    r = report(d("oom_events.json"))
+    eq(r["oom_events"], [
+        {"n": 1, "time_s": 5.5, "device": 0, "size": 3 * GiB, "api": "cudaMalloc", "phase": "forward", "step": 1,
+         "retry_succeeded": True, "file": "vramtap.python.778.oom1.json"},
+        {"n": 2, "time_s": 9.25, "device": 0, "size": 6 * GiB, "api": "cuMemCreate", "phase": "backward", "step": 2,
+         "retry_succeeded": False, "file": "vramtap.python.778.oom2.json"}], "oom_events")
+    out = run("report", d("oom_events.json")).stdout
+    has(out, "  #1 at 5.50 s: 3.00 GiB asked on cuda:0 via cudaMalloc, forward of step 1: a retry succeeded",
+        "retried event")
+    has(out, "  #2 at 9.25 s: 6.00 GiB asked on cuda:0 via cuMemCreate, backward of step 2: no retry succeeded;",
+        "failed event")
+
+
+# --- native mode, several processes, diff -------------------------------------------------
+
+def case_native():
+    r = report(d("native.json"))
+    dev = r["devices"][0]
+    eq((r["mode"], dev["view"], dev["categories"]), ("native", "segments", None), "no category split")
+    eq(dev["segments_by_birth"], [
+        {"phase": "setup", "step": 0, "bytes": 20 * MiB, "count": 2},
+        {"phase": "forward", "step": 0, "bytes": 2 * MiB, "count": 1},
+        {"phase": "backward", "step": 0, "bytes": 40 * MiB, "count": 1},
+        {"phase": "optimizer", "step": 0, "bytes": 20 * MiB, "count": 1},
+        {"phase": "forward", "step": 1, "bytes": 8 * MiB, "count": 1}], "segments by birth")
+    eq(dev["levels"], {"tensors": 90 * MiB, "reserved": 90 * MiB, "reserved_source": "segments", "used": 400 * MiB},
+       "levels")
+    eq(list(dev["top_sites"]), ["segments"], "sites are segment sites")
+    out = run("report", d("native.json")).stdout
+    has(out, "native mode", "note")
+    has(out, "needs tensor mode", "what to do")
+    has(out, "    step 0, backward              40.00 MiB  1 segment\n", "a group")
+    has(out, "    setup                         20.00 MiB  2 segments\n", "setup group")
+
+
+def check_ranks(r, what):
+    eq([(p["rank"], p["local_rank"], p["pid"], p["device"], p["peak_bytes"], p["dominant"]) for p in r["processes"]],
+       [(0, 0, 1001, 0, 10 * GiB, "activations"), (1, 1, 1002, 1, 12 * GiB, "activations"),
+        (2, 2, 1003, 2, 11 * GiB, "activations")], what + ": processes")
+    eq({k: r["heaviest"][k] for k in ("rank", "pid", "device", "peak_bytes")},
+       {"rank": 1, "pid": 1002, "device": 1, "peak_bytes": 12 * GiB}, what + ": heaviest")
+    eq(r["spread"], {"min_bytes": 10 * GiB, "max_bytes": 12 * GiB, "bytes": 2 * GiB, "ratio": 1.2}, what + ": spread")
+
+
+def case_ranks():
+    r = report(d("ranks"))
+    check_ranks(r, "directory")
+    eq([(os.path.basename(p["file"]), p["rank"], p["size"]) for p in r["oom_postmortems"]],
+       [("vramtap.python.1002.oom1.json", 1, 4 * GiB)], "post-mortems")
+    files = [d("ranks", "vramtap.python.%d.json" % pid) for pid in (1003, 1001, 1002)]
+    r = report(*files)
+    check_ranks(r, "files")
+    eq(r["oom_postmortems"], [], "no post-mortem given")
+    out = run("report", d("ranks")).stdout
+    has(out, "vramtap report  3 processes", "title")
+    has(out, "      1     1     1002  cuda:1    12.00 GiB  backward, step 7, 25.00 s    activations 66.7%\n",
+        "rank 1 line")
+    has(out, "  heaviest  rank 1, pid 1002: 12.00 GiB on cuda:1\n", "heaviest")
+    has(out, "  spread    10.00 GiB to 12.00 GiB: 2.00 GiB, the heaviest is 20.0% above the lightest\n", "spread")
+    has(out, "  rank 1, pid 1002: 4.00 GiB asked on cuda:1 via cudaMallocAsync, backward of step 7", "post-mortem")
+
+
+def case_diff():
+    a, b = d("diff", "bs4.json"), d("diff", "bs8.json")
+    r = json.loads(run("diff", "--json", a, b).stdout)
+    dev = r["devices"][0]
+    eq(dev["change"], {"peak_bytes": 400 * MiB, "live_bytes": 400 * MiB,
+                       "categories": cats(activations=400 * MiB)}, "change: only activations")
+    eq((dev["a"]["peak_bytes"], dev["b"]["peak_bytes"]), (850 * MiB, 1250 * MiB), "peaks")
+    eq((dev["a"]["peak"], dev["b"]["peak"]), ({"time_s": 17.5, "step": 5, "phase": "backward"},) * 2, "peak moments")
+    eq([(s["signature"], s["a_bytes"], s["b_bytes"], s["change"]) for s in dev["sites_grew"]],
+       [("0000000000000304", 300 * MiB, 600 * MiB, 300 * MiB), ("0000000000000305", 100 * MiB, 200 * MiB, 100 * MiB)],
+       "sites that grew, matched by signature")
+    eq(dev["sites_shrank"], [], "nothing shrank")
+    eq(r["command_differs"], True, "command differs")
+    eq(r["b"]["command"], ["python", "train.py", "--batch-size", "8"], "command B")
+    eq(r["env"], [{"name": "CUDA_VISIBLE_DEVICES", "a": None, "b": "1"}], "env")
+    back = json.loads(run("diff", "--json", "--top", "1", b, a).stdout)["devices"][0]
+    eq([(s["signature"], s["change"]) for s in back["sites_shrank"]], [("0000000000000304", -300 * MiB)],
+       "reversed: shrank, --top 1")
+    eq(back["sites_grew"], [], "reversed: nothing grew")
+    same = json.loads(run("diff", "--json", a, a).stdout)
+    eq((same["devices"][0]["change"]["peak_bytes"], same["devices"][0]["sites_grew"], same["env"],
+        same["command_differs"]), (0, [], [], False), "a file against itself")
+    out = run("diff", a, b).stdout
+    has(out, "  command   A: python train.py --batch-size 4\n            B: python train.py --batch-size 8\n", "command")
+    has(out, "  env       CUDA_VISIBLE_DEVICES  A: (unset)  B: 1\n", "env")
+    has(out, "  peak                       850.00 MiB         1.22 GiB   +400.00 MiB   +47.1%\n", "peak row")
+    has(out, "  peak at              backward, step 5 backward, step 5\n", "peak moment row")
+    has(out, "  activations                400.00 MiB       800.00 MiB   +400.00 MiB  +100.0%\n", "activations row")
+    has(out, "  gradients                  100.00 MiB       100.00 MiB           0 B    +0.0%\n", "gradients row")
+    has(out, "     +300.00 MiB  300.00 MiB -> 600.00 MiB  model.py:70 attention < model.py:35 forward", "grew")
+
+
+def case_folded():
+    out = run("report", "--folded", d("diff", "bs4.json")).stdout
+    alloc = "c10::cuda::CUDACachingAllocator::Native::malloc;cudaMallocAsync"
+    eq(out.splitlines(), [
+        "cuda:0;parameters;main (train.py:40);__init__ (model.py:12);%s %d" % (alloc, 100 * MiB),
+        "cuda:0;gradients;main (train.py:61);%s %d" % (alloc, 100 * MiB),
+        "cuda:0;optimizer_state;main (train.py:62);_init_group (/usr/lib/python3/dist-packages/torch/optim/adamw.py:170);"
+        "%s %d" % (alloc, 200 * MiB),
+        "cuda:0;activations;main (train.py:60);forward (model.py:35);attention (model.py:70);%s %d" % (alloc, 300 * MiB),
+        "cuda:0;activations;main (train.py:60);forward (model.py:33);mlp (model.py:50);%s %d" % (alloc, 100 * MiB),
+        "cuda:0;temporary;main (train.py:61);%s %d" % (alloc, 50 * MiB)], "folded stacks")
+    out = run("report", "--folded", d("table.json")).stdout
+    eq(sum(int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if line.startswith("cuda:0;")),
+       (1 << 23) - (1 << 12), "folded bytes add up to the peak")
+    has(out, "cuda:0;activations;[no stack] %d\n" % (1 << 22), "allocation without a stack")
+
+
+def case_top_device():
+    r = report("--top", "1", "--device", "3", d("table.json"))
+    eq([dev["device"] for dev in r["devices"]], [3], "--device 3")
+    eq({k: len(v) for k, v in r["devices"][0]["top_sites"].items()},
+       {"parameters": 1, "gradients": 1, "optimizer_state": 1, "temporary": 1}, "--top 1")
+    r = report("--top", "0", d("tricky.json"))
+    eq(r["devices"][0]["top_sites"], {}, "--top 0")
+    out = run("report", "--device", "1", d("table.json")).stdout
+    has(out, "\ncuda:1\n", "device title")
+    if "cuda:0" in out:
+        failures.append("--device 1 shows cuda:0:\n" + out)
+
+
+def case_levels():
+    out = run("report", d("tricky.json")).stdout
+    has(out, "  peak        159.00 MiB at 2.25 s, step 0, backward (1.0% of the device)\n", "peak")
+    has(out, "    tensors                159.00 MiB live allocations at the peak (the bill above)\n", "tensors")
+    has(out, "    allocator reserved     170.00 MiB +11.00 MiB held by the allocator beyond the tensors:", "reserved")
+    has(out, "    device used            590.00 MiB +420.00 MiB beyond the allocator: the CUDA context", "used")
+    has(out, "    gradients / parameters          0.98 about 1, as usual", "gradient check")
+    has(out, "    optimizer state / parameters    0.00 about 0: plain SGD keeps no state", "optimizer check")
+    has(out, "    parameters                    65.00 MiB  40.9%  ########............\n", "bar")
+    has(out, "    total                        159.00 MiB 100.0%  in 7 allocations\n", "total")
+    r = report(d("tricky.json"))
+    eq(r["devices"][0]["levels"], {"tensors": 159 * MiB, "reserved": 170 * MiB, "reserved_source": "pool",
+                                   "used": 590 * MiB}, "levels")
+
+
+def tty_output(args, env):
+    """Runs vramtap with stdout on a pseudo-terminal and returns what it printed."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([CLI, *args], stdout=slave, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 10)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait()
+    os.close(master)
+    eq(p.returncode, 0, "exit status on a terminal")
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def case_colour():
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM", "LANG", "LC_ALL", "LC_CTYPE")}
+    args = ["report", d("tricky.json")]
+    out = tty_output(args, dict(base, TERM="xterm", LANG="C.UTF-8"))
+    has(out, "\x1b[1m", "bold on a terminal")
+    has(out, "\u2588", "block bars on a UTF-8 terminal")
+    out = tty_output(args, dict(base, TERM="xterm", LANG="C.UTF-8", NO_COLOR=""))
+    has(out, "\x1b[", "an empty NO_COLOR does not count")
+    out = tty_output(args, dict(base, TERM="xterm", LANG="C.UTF-8", NO_COLOR="1"))
+    eq("\x1b[" in out, False, "escape codes with NO_COLOR=1")
+    out = tty_output(args, dict(base, TERM="dumb", LANG="C"))
+    eq("\x1b[" in out, False, "escape codes on a dumb terminal")
+    has(out, "########", "ASCII bars without UTF-8")
+    out = run(*args, env=dict(base, TERM="xterm", LANG="C.UTF-8")).stdout
+    eq(("\x1b[" in out, "\u2588" in out), (False, False), "escape codes or blocks in a pipe")
+
+
+def case_generated(gen):
+    with tempfile.TemporaryDirectory() as tmp:
+        snap, expect = os.path.join(tmp, "gen.json"), os.path.join(tmp, "expect.json")
+        subprocess.run([gen, "--allocs", "20000", "--sites", "3000", "--depth", "6", "--expect", expect, snap],
+                       check=True)
+        want = json.load(open(expect))
+        r = report(snap)
+        dev = r["devices"][0]
+        eq(dev["peak_bytes"], want.pop("peak_bytes"), "peak")
+        eq(dev["categories"], want, "categories built in by the generator")
+        eq(dev["live_allocations"], 20000, "allocations")
+        run("report", snap)
+        eq(sum(int(line.rsplit(" ", 1)[1]) for line in run("report", "--folded", snap).stdout.splitlines()),
+           dev["peak_bytes"], "folded total")
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+BAD = {
+    "empty.json": "empty file",
+    "not_json.json": "not valid JSON at line 1, column 5",
+    "truncated.json": "truncated: the file ends inside an array",
+    "truncated_in_string.json": "truncated",
+    "top_level_array.json": "not a vramtap snapshot: the file holds an array",
+    "trailing_data.json": "data after the end of the snapshot at line 19",
+    "other_format.json": "not a vramtap snapshot (format is \"heaptrack-json\"",
+    "profiler_trace.json": "looks like a PyTorch profiler trace; convert it with 'vramtap import'",
+    "future_version.json": "format version 2 is newer than this vramtap reads (1)",
+    "size_string.json": "allocations[0].size: expected an integer, found a string",
+    "devices_object.json": "devices: expected an array, found an object",
+    "size_absurd.json": "allocations[0].size: 1152921504606846976 is not a plausible number of bytes",
+    "size_negative.json": "allocations[0].size: -1 is not a plausible number of bytes",
+    "integer_overflow.json": "not valid JSON at line 12",
+    "step_past_end.json": "allocations[0].birth.step: 7 is not plausible (expected 0 to 2)",
+    "death_before_birth.json": "allocations[0].death: step 0, instance 2 comes before its birth",
+    "site_out_of_range.json": "allocations[0].site: 3 is not an index into sites[]",
+    "unknown_device.json": "allocations[0].device: 1 is not in devices[]",
+    "bad_phase.json": "allocations[0].birth.phase: \"warmup\" is not a phase",
+    "duplicate_key.json": "the key \"steps\" appears twice",
+    "missing_allocations.json": "allocations: missing",
+    "oom_without_request.json": "oom: missing (expected an object)",
+    "bad_frame.json": "sites[0].frames[0].line: expected an integer, found a string",
+    "wrong_bool.json": "phase_markers: expected true or false, found a string",
+    "peak_time_negative.json": "devices[0].peak_time_s: -5 is not a plausible time",
+}
+
+
+def case_bad(name):
+    path = d("bad", name)
+    fragment = BAD[name]
+    one_line_error(run("report", path, rc=2), "report", fragment, "report " + name)
+    one_line_error(run("report", "--json", path, rc=2), "report", fragment, "report --json " + name)
+    one_line_error(run("diff", d("minimal.json"), path, rc=2), "diff", fragment, "diff " + name)
+
+
+def case_bad_complete():
+    """Every file in data/bad/ has a test, and the file they break is itself fine."""
+    eq(sorted(os.listdir(d("bad"))), sorted(BAD), "data/bad/ and BAD")
+    eq(report(d("minimal.json"))["devices"][0]["categories"], cats(activations=1024), "minimal.json")
+
+
+def case_usage():
+    missing = d("no-such-file.json")
+    for args, command, fragment in [
+            ((), "report", "no snapshot given"),
+            ((missing,), "report", "no-such-file.json: cannot open: No such file or directory"),
+            ((d("bad"),), "report", "no vramtap.*.json snapshots in this directory"),
+            (("--frobnicate", d("minimal.json")), "report", "unknown option '--frobnicate'"),
+            (("-x", d("minimal.json")), "report", "unknown option '-x'"),
+            (("--top", "many", d("minimal.json")), "report", "--top needs a number from 0 to 1000000, not 'many'"),
+            (("--top",), "report", "'--top' needs a value"),
+            (("--device", "9", d("minimal.json")), "report", "no device 9 in this snapshot (devices: 0)"),
+            (("--json", "--folded", d("minimal.json")), "report", "--json and --folded exclude each other"),
+            (("--folded", d("minimal.json"), d("tricky.json")), "report", "--folded reads one snapshot, not 2"),
+            ((d("minimal.json"), missing), "report", "cannot open"),
+    ]:
+        one_line_error(run("report", *args, rc=2), command, fragment, "report " + " ".join(args))
+    for args, fragment in [
+            ((d("minimal.json"),), "needs two snapshots"),
+            ((d("minimal.json"),) * 3, "needs two snapshots"),
+            (("--folded", d("minimal.json"), d("minimal.json")), "unknown option '--folded'"),
+            ((missing, d("minimal.json")), "cannot open"),
+    ]:
+        one_line_error(run("diff", *args, rc=2), "diff", fragment, "diff " + " ".join(args))
+    has(run("report", "--help").stdout, "usage: vramtap report [OPTIONS] SNAPSHOT...", "report --help")
+    has(run("diff", "--help").stdout, "usage: vramtap diff [OPTIONS] A.json B.json", "diff --help")
+
+
+def main():
+    case = sys.argv[1]
+    gen = sys.argv[sys.argv.index("--gen") + 1] if "--gen" in sys.argv else None
+    if case.startswith("bad:"):
+        case_bad(case[4:])
+    elif case == "generated":
+        case_generated(gen)
+    else:
+        globals()["case_" + case]()
+    for f in failures:
+        print("FAIL " + f, file=sys.stderr)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
