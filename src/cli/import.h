@@ -12,10 +12,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "snapshot.h" /* vt_err, vt_phase */
 
 /* Grows *p (an array of elem-sized items with capacity *cap) to hold at least need items. */
 int vt_imp_grow(void *p, size_t *cap, size_t need, size_t elem);
+/* Says "out of memory" in err; returns -1. */
+int vt_imp_nomem(vt_err *err);
+/* obj[key] as an integer (a real is truncated: older traces write some counts as reals). */
+bool vt_json_i64(json_t *obj, const char *key, int64_t *out);
 
 /* --- import_sites.c: interned strings, frames and stacks ------------------------------- */
 
@@ -160,6 +166,8 @@ int vt_trace_lack(vt_trace *tr, vt_err *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int vt_trace_note(vt_trace *tr, vt_err *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Times from the source's clock to seconds after origin (same unit): t = (t - origin) / per_s. */
+void vt_trace_rebase(vt_trace *tr, double origin, double per_s);
 void vt_trace_free(vt_trace *tr);
 
 /* --- readers ------------------------------------------------------------------------------ */
@@ -199,6 +207,9 @@ typedef struct {
 enum { VT_BIRTH_UNKNOWN, VT_BIRTH_FROM_STACK, VT_BIRTH_FROM_FREE };
 
 #define VT_NONE SIZE_MAX
+
+/* Whether a is live just after event ev (VT_NONE: the window's start). */
+bool vt_ialloc_live_at(const vt_ialloc *a, size_t ev);
 
 typedef struct {
     int32_t device;

@@ -39,24 +39,6 @@ typedef struct {
     double base_ns; /* baseTimeNanoseconds, NAN if absent */
 } kctx;
 
-static int oom(vt_err *err)
-{
-    vt_err_set(err, "out of memory");
-    return -1;
-}
-
-static bool get_i64(json_t *obj, const char *key, int64_t *out)
-{
-    json_t *v = json_object_get(obj, key);
-    if (json_is_integer(v))
-        *out = json_integer_value(v);
-    else if (json_is_real(v) && fabs(json_real_value(v)) < 9e18)
-        *out = (int64_t)json_real_value(v);
-    else
-        return false;
-    return true;
-}
-
 /* Older traces write CPU thread ids as strings ("25738") and memory events' as numbers. */
 static int64_t thread_id(kctx *k, json_t *v)
 {
@@ -90,11 +72,11 @@ static int32_t call_stack_site(kctx *k, const char *cs, vt_err *err)
         size_t len = semi ? (size_t)(semi - cs) : strlen(cs);
         char *one = strndup(cs, len);
         if (!one)
-            return oom(err), -2;
+            return vt_imp_nomem(err), -2;
         int32_t f = len ? vt_iframe_kineto_python(&k->tr->sites, one) : -1;
         free(one);
         if (len && f < 0)
-            return oom(err), -2;
+            return vt_imp_nomem(err), -2;
         if (f >= 0)
             frames[n++] = f;
         cs += len + (semi != NULL);
@@ -102,7 +84,7 @@ static int32_t call_stack_site(kctx *k, const char *cs, vt_err *err)
     if (!n)
         return -1;
     int32_t site = vt_isite(&k->tr->sites, frames, n);
-    return site < 0 ? (oom(err), -2) : site;
+    return site < 0 ? (vt_imp_nomem(err), -2) : site;
 }
 
 static int on_cpu_event(kctx *k, json_t *v, const char *cat, vt_err *err)
@@ -112,7 +94,7 @@ static int on_cpu_event(kctx *k, json_t *v, const char *cat, vt_err *err)
     if (!name || !json_is_number(ts) || !json_is_number(dur))
         return 0;
     xev x = {.pid = 0, .pystack = -1, .frame = -1};
-    get_i64(v, "pid", &x.pid);
+    vt_json_i64(v, "pid", &x.pid);
     x.tid = thread_id(k, json_object_get(v, "tid"));
     x.ts = json_number_value(ts);
     x.end = x.ts + json_number_value(dur);
@@ -126,7 +108,7 @@ static int on_cpu_event(kctx *k, json_t *v, const char *cat, vt_err *err)
         x.frame = python ? vt_iframe_kineto_python(&k->tr->sites, name)
                          : vt_iframe_op(&k->tr->sites, name);
         if (x.frame < 0)
-            return oom(err);
+            return vt_imp_nomem(err);
         if (!strncmp(name, "Optimizer.step#", 15))
             sp.kind = VT_SPAN_OPTIMIZER;
         else if (!strncmp(name, "Optimizer.zero_grad#", 20))
@@ -140,7 +122,7 @@ static int on_cpu_event(kctx *k, json_t *v, const char *cat, vt_err *err)
     if (sp.kind >= 0 && vt_trace_add_span(k->tr, &sp, err))
         return -1;
     if (vt_imp_grow(&k->x, &k->xcap, k->nx + 1, sizeof *k->x))
-        return oom(err);
+        return vt_imp_nomem(err);
     k->x[k->nx++] = x;
     return 0;
 }
@@ -150,8 +132,8 @@ static int on_memory_event(kctx *k, json_t *v, vt_err *err)
     json_t *args = json_object_get(v, "args");
     json_t *ts = json_object_get(v, "ts");
     int64_t type, dev, bytes;
-    if (!get_i64(args, "Device Type", &type) || !get_i64(args, "Device Id", &dev) ||
-        !get_i64(args, "Bytes", &bytes) || !json_is_number(ts))
+    if (!vt_json_i64(args, "Device Type", &type) || !vt_json_i64(args, "Device Id", &dev) ||
+        !vt_json_i64(args, "Bytes", &bytes) || !json_is_number(ts))
         return 0;
     if ((type != 1 && type != 6) || bytes == 0 || dev < 0 || dev > INT32_MAX)
         return 0; /* CPU memory, or nothing moved */
@@ -162,13 +144,13 @@ static int on_memory_event(kctx *k, json_t *v, vt_err *err)
                 .device = (int32_t)dev,
                 .category = VT_NO_CATEGORY};
     int64_t addr, total, reserved;
-    if (get_i64(args, "Addr", &addr) && addr != 0) {
+    if (vt_json_i64(args, "Addr", &addr) && addr != 0) {
         e.addr = (uint64_t)addr;
         k->any_addr = true;
     } else {
         k->any_noaddr = true;
     }
-    if (get_i64(args, "Total Allocated", &total)) {
+    if (vt_json_i64(args, "Total Allocated", &total)) {
         e.total = total;
         k->any_total = true;
     } else {
@@ -177,11 +159,11 @@ static int on_memory_event(kctx *k, json_t *v, vt_err *err)
     vt_devinfo *d = vt_trace_dev(k->tr, e.device, err);
     if (!d)
         return -1;
-    if (get_i64(args, "Total Reserved", &reserved)) {
+    if (vt_json_i64(args, "Total Reserved", &reserved)) {
         size_t di = (size_t)(d - k->tr->devs);
         size_t old = k->reserved_cap;
         if (vt_imp_grow(&k->reserved_ts, &k->reserved_cap, k->tr->ndevs, sizeof *k->reserved_ts))
-            return oom(err);
+            return vt_imp_nomem(err);
         for (size_t i = old; i < k->reserved_cap; i++)
             k->reserved_ts[i] = -INFINITY;
         if (reserved > d->reserved_peak)
@@ -192,10 +174,10 @@ static int on_memory_event(kctx *k, json_t *v, vt_err *err)
         }
     }
     if (vt_imp_grow(&k->m, &k->mcap, k->nm + 1, sizeof *k->m))
-        return oom(err);
+        return vt_imp_nomem(err);
     k->m[k->nm] =
         (mref){.tid = thread_id(k, json_object_get(v, "tid")), .ts = e.t, .ev = k->tr->nev};
-    get_i64(v, "pid", &k->m[k->nm].pid);
+    vt_json_i64(v, "pid", &k->m[k->nm].pid);
     k->nm++;
     return vt_trace_add_ev(k->tr, &e, err);
 }
@@ -234,7 +216,7 @@ static int on_member(const char *key, vt_jstream *js, void *arg, vt_err *err)
             return 0;
         }
         if (!strcmp(key, "distributedInfo"))
-            get_i64(v, "rank", &k->tr->rank);
+            vt_json_i64(v, "rank", &k->tr->rank);
         else if (json_is_number(v))
             k->base_ns = json_number_value(v);
         json_decref(v);
@@ -330,7 +312,7 @@ static int attach_one(kctx *k, const mref *m, size_t *xi, size_t xe, size_t *sta
     vt_mev *e = &k->tr->ev[m->ev];
     e->evidence = ev;
     if (n && (e->site = vt_isite(s, frames, n)) < 0)
-        return oom(err);
+        return vt_imp_nomem(err);
     return 0;
 }
 
@@ -344,7 +326,7 @@ static int attach_stacks(kctx *k, vt_err *err)
         qsort(k->m, k->nm, sizeof *k->m, cmp_mref);
     size_t *stack = malloc((k->nx + 1) * sizeof *stack);
     uint8_t *flags = malloc(k->nx + 1);
-    int rc = stack && flags ? 0 : oom(err);
+    int rc = stack && flags ? 0 : vt_imp_nomem(err);
     size_t mi = 0, xi = 0;
     while (!rc && mi < k->nm) {
         size_t me = mi;
@@ -373,7 +355,7 @@ static void device_properties(kctx *k)
     json_array_foreach(k->devprops, i, p)
     {
         int64_t id, total;
-        if (!get_i64(p, "id", &id))
+        if (!vt_json_i64(p, "id", &id))
             continue;
         for (size_t d = 0; d < k->tr->ndevs; d++) {
             vt_devinfo *di = &k->tr->devs[d];
@@ -382,7 +364,7 @@ static void device_properties(kctx *k)
             const char *name = json_string_value(json_object_get(p, "name"));
             if (name)
                 di->name = vt_intern(&k->tr->sites, name, strlen(name));
-            if (get_i64(p, "totalGlobalMem", &total))
+            if (vt_json_i64(p, "totalGlobalMem", &total))
                 di->total_bytes = total;
         }
     }
@@ -398,12 +380,7 @@ static void rebase_times(kctx *k)
         origin = fmin(origin, tr->ev[i].t);
     for (size_t i = 0; i < k->nx; i++)
         origin = fmin(origin, k->x[i].ts);
-    for (size_t i = 0; i < tr->nev; i++)
-        tr->ev[i].t = (tr->ev[i].t - origin) / 1e6;
-    for (size_t i = 0; i < tr->nspans; i++) {
-        tr->spans[i].start = (tr->spans[i].start - origin) / 1e6;
-        tr->spans[i].end = (tr->spans[i].end - origin) / 1e6;
-    }
+    vt_trace_rebase(tr, origin, 1e6);
     if (!isnan(k->base_ns))
         tr->start_unix = k->base_ns / 1e9 + origin / 1e6;
     else if (origin > 1e15)

@@ -30,18 +30,11 @@ typedef struct {
     bool ended;
 } pctx;
 
-static int oom(vt_err *err)
-{
-    vt_err_set(err, "out of memory");
-    return -1;
-}
-
 static int64_t num(json_t *o, const char *key)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? json_integer_value(v)
-           : json_is_real(v)  ? (int64_t)json_real_value(v)
-                              : 0;
+    int64_t v = 0;
+    vt_json_i64(o, key, &v);
+    return v;
 }
 
 static double t_of(json_t *o, const char *key)
@@ -61,7 +54,7 @@ static int on_site(pctx *p, json_t *rec, vt_err *err)
     size_t n = json_array_size(frames), i;
     int32_t *ids = malloc((n + 1) * sizeof *ids);
     if (!ids)
-        return oom(err);
+        return vt_imp_nomem(err);
     json_t *f;
     json_array_foreach(frames, i, f)
     {
@@ -74,15 +67,15 @@ static int on_site(pctx *p, json_t *rec, vt_err *err)
             ids[i] = vt_iframe_native(&p->tr->sites, NULL, json_string_value(json_array_get(f, 1)));
         if (ids[i] < 0) {
             free(ids);
-            return oom(err);
+            return vt_imp_nomem(err);
         }
     }
     int32_t site = n ? vt_isite(&p->tr->sites, ids, n) : -1;
     free(ids);
     if (n && site < 0)
-        return oom(err);
+        return vt_imp_nomem(err);
     if (vt_imp_grow(&p->site_map, &p->map_cap, p->nmap + 1, sizeof *p->site_map))
-        return oom(err);
+        return vt_imp_nomem(err);
     p->site_map[p->nmap++] = site;
     return 0;
 }
@@ -164,14 +157,7 @@ static void rebase(pctx *p)
 {
     vt_trace *tr = p->tr;
     double o = isfinite(p->origin) ? p->origin : 0;
-    for (size_t i = 0; i < tr->nev; i++)
-        tr->ev[i].t = (tr->ev[i].t - o) / 1e6;
-    for (size_t i = 0; i < tr->nspans; i++) {
-        tr->spans[i].start = (tr->spans[i].start - o) / 1e6;
-        tr->spans[i].end = (tr->spans[i].end - o) / 1e6;
-    }
-    for (size_t i = 0; i < tr->nooms; i++)
-        tr->ooms[i].t = (tr->ooms[i].t - o) / 1e6;
+    vt_trace_rebase(tr, o, 1e6);
     if (o > 1e15)
         tr->start_unix = o / 1e6;
 }
@@ -260,7 +246,7 @@ int vt_read_pickle(const char *path, vt_trace *tr, vt_err *err)
     }
     FILE *in = fdopen(fds[0], "r");
     pctx p = {.tr = tr, .origin = INFINITY};
-    int rc = in ? read_records(&p, in, path, err) : oom(err);
+    int rc = in ? read_records(&p, in, path, err) : vt_imp_nomem(err);
     if (in)
         fclose(in);
     else

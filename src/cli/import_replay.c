@@ -25,12 +25,6 @@ enum { LABEL_NONE, LABEL_FORWARD, LABEL_BACKWARD, LABEL_OPTIMIZER, LABEL_ZERO_GR
 
 static const uint8_t label_phase[] = {VT_OTHER, VT_FORWARD, VT_BACKWARD, VT_OPTIMIZER, VT_OTHER};
 
-static int oom(vt_err *err)
-{
-    vt_err_set(err, "out of memory");
-    return -1;
-}
-
 static int cmp_ev(const void *pa, const void *pb)
 {
     const vt_mev *a = pa, *b = pb;
@@ -99,7 +93,7 @@ static int phases(vt_replay *rp, uint8_t *label, int64_t *base, vt_err *err)
     vt_span *steps = malloc((tr->nspans + 1) * sizeof *steps);
     size_t nsteps = 0, inst_cap = 0;
     if (!steps)
-        return oom(err);
+        return vt_imp_nomem(err);
     for (size_t i = 0; i < tr->nspans; i++)
         if (tr->spans[i].kind == VT_SPAN_STEP)
             steps[nsteps++] = tr->spans[i];
@@ -137,7 +131,7 @@ static int phases(vt_replay *rp, uint8_t *label, int64_t *base, vt_err *err)
             base[rp->inst[cur].first] != base[i]) {
             if (vt_imp_grow(&rp->inst, &inst_cap, rp->ninst + 1, sizeof *rp->inst)) {
                 free(steps);
-                return oom(err);
+                return vt_imp_nomem(err);
             }
             cur = rp->ninst++;
             rp->inst[cur] = (vt_inst){.phase = label_phase[l], .start = e->t, .first = i};
@@ -260,7 +254,7 @@ static int add_device(vt_replay *rp, size_t *cap, int32_t device, vt_err *err)
     if (device < 0 || dev_index(rp, device) != VT_NONE)
         return 0;
     if (vt_imp_grow(&rp->devs, cap, rp->ndevs + 1, sizeof *rp->devs))
-        return oom(err);
+        return vt_imp_nomem(err);
     size_t d = rp->ndevs++;
     while (d && rp->devs[d - 1].device > device) {
         rp->devs[d] = rp->devs[d - 1];
@@ -273,7 +267,7 @@ static int add_device(vt_replay *rp, size_t *cap, int32_t device, vt_err *err)
 static int add_alloc(vt_replay *rp, size_t *cap, const vt_ialloc *a, vt_err *err)
 {
     if (vt_imp_grow(&rp->allocs, cap, rp->nallocs + 1, sizeof *rp->allocs))
-        return oom(err);
+        return vt_imp_nomem(err);
     rp->allocs[rp->nallocs++] = *a;
     return 0;
 }
@@ -323,7 +317,8 @@ static int pair(vt_replay *rp, size_t *cap, const uint8_t *label, vt_err *err)
                        .birth = VT_NONE,
                        .death = VT_NONE};
         pkey k = key_of(b->device, b->addr, b->size, b->category);
-        rc = add_alloc(rp, cap, &a, err) || (push(&map, &k, rp->nallocs - 1) ? oom(err) : 0);
+        rc = add_alloc(rp, cap, &a, err) ||
+             (push(&map, &k, rp->nallocs - 1) ? vt_imp_nomem(err) : 0);
     }
     for (size_t i = 0; !rc && i < tr->nev; i++) {
         const vt_mev *e = &tr->ev[i];
@@ -341,7 +336,8 @@ static int pair(vt_replay *rp, size_t *cap, const uint8_t *label, vt_err *err)
                            .birth = i,
                            .death = VT_NONE};
             d->allocs++;
-            rc = add_alloc(rp, cap, &a, err) || (push(&map, &k, rp->nallocs - 1) ? oom(err) : 0);
+            rc = add_alloc(rp, cap, &a, err) ||
+                 (push(&map, &k, rp->nallocs - 1) ? vt_imp_nomem(err) : 0);
             continue;
         }
         size_t j = pop(&map, &k);
@@ -436,7 +432,7 @@ static int unseen(vt_replay *rp, size_t *cap, vt_err *err)
     return 0;
 }
 
-static bool live_at(const vt_ialloc *a, size_t ev)
+bool vt_ialloc_live_at(const vt_ialloc *a, size_t ev)
 {
     bool born = a->birth == VT_NONE || (ev != VT_NONE && a->birth <= ev);
     bool dead = a->death != VT_NONE && ev != VT_NONE && a->death <= ev;
@@ -451,7 +447,7 @@ static int sweep(vt_replay *rp, int64_t *inst_live, const uint8_t *label, vt_err
     size_t nd = rp->ndevs;
     int64_t *live = calloc(nd + 1, sizeof *live);
     if (!live)
-        return oom(err);
+        return vt_imp_nomem(err);
     for (size_t j = 0; j < rp->nallocs; j++)
         if (rp->allocs[j].before_window)
             live[dev_index(rp, rp->allocs[j].device)] += rp->allocs[j].size;
@@ -510,10 +506,10 @@ static int categories_at_peak(vt_replay *rp, vt_err *err)
         vt_idev *dev = &rp->devs[d];
         int64_t sum = 0;
         if (tr->ncategories && !(dev->cat_bytes_at_peak = calloc(tr->ncategories, sizeof(int64_t))))
-            return oom(err);
+            return vt_imp_nomem(err);
         for (size_t j = 0; j < rp->nallocs; j++) {
             const vt_ialloc *a = &rp->allocs[j];
-            if (a->device != dev->device || !live_at(a, dev->peak_ev))
+            if (a->device != dev->device || !vt_ialloc_live_at(a, dev->peak_ev))
                 continue;
             sum += a->size;
             if (tr->ncategories && a->category < tr->ncategories)
@@ -548,7 +544,7 @@ int vt_replay_run(vt_trace *tr, vt_replay *rp, vt_err *err)
     uint8_t *label = malloc(tr->nev + 1);
     int64_t *base = malloc((tr->nev + 1) * sizeof *base);
     rp->when = calloc(tr->nev + 1, sizeof *rp->when);
-    int rc = label && base && rp->when ? 0 : oom(err);
+    int rc = label && base && rp->when ? 0 : vt_imp_nomem(err);
     if (!rc)
         rc = phases(rp, label, base, err);
     if (!rc) {
@@ -559,7 +555,7 @@ int vt_replay_run(vt_trace *tr, vt_replay *rp, vt_err *err)
         rc = unseen(rp, &alloc_cap, err);
     int64_t *inst_live = NULL;
     if (!rc && !(inst_live = calloc(rp->ninst * rp->ndevs * 3 + 1, sizeof *inst_live)))
-        rc = oom(err);
+        rc = vt_imp_nomem(err);
     if (!rc)
         rc = sweep(rp, inst_live, label, err);
     if (!rc)

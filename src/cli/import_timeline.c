@@ -78,8 +78,7 @@ int vt_read_timeline(const char *path, vt_trace *tr, vt_err *err)
         return -1;
     }
     double o = isfinite(c.origin) ? c.origin : 0;
-    for (size_t i = 0; i < tr->nev; i++)
-        tr->ev[i].t = (tr->ev[i].t - o) / 1e9;
+    vt_trace_rebase(tr, o, 1e9);
     if (o > 1e18)
         tr->start_unix = o / 1e9;
     if (vt_trace_lack(tr, err,

@@ -7,16 +7,28 @@
 
 #include "import.h"
 
-static int oom(vt_err *err)
+int vt_imp_nomem(vt_err *err)
 {
     vt_err_set(err, "out of memory");
     return -1;
 }
 
+bool vt_json_i64(json_t *obj, const char *key, int64_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (json_is_integer(v))
+        *out = json_integer_value(v);
+    else if (json_is_real(v) && fabs(json_real_value(v)) < 9e18)
+        *out = (int64_t)json_real_value(v);
+    else
+        return false;
+    return true;
+}
+
 int vt_trace_add_ev(vt_trace *tr, const vt_mev *ev, vt_err *err)
 {
     if (vt_imp_grow(&tr->ev, &tr->ev_cap, tr->nev + 1, sizeof *tr->ev))
-        return oom(err);
+        return vt_imp_nomem(err);
     if (tr->nev >= UINT32_MAX) {
         vt_err_set(err, "%s: more than %u memory events", tr->source, UINT32_MAX);
         return -1;
@@ -30,7 +42,7 @@ int vt_trace_add_ev(vt_trace *tr, const vt_mev *ev, vt_err *err)
 int vt_trace_add_span(vt_trace *tr, const vt_span *sp, vt_err *err)
 {
     if (vt_imp_grow(&tr->spans, &tr->spans_cap, tr->nspans + 1, sizeof *tr->spans))
-        return oom(err);
+        return vt_imp_nomem(err);
     tr->spans[tr->nspans++] = *sp;
     return 0;
 }
@@ -40,7 +52,7 @@ int vt_trace_add_block(vt_trace *tr, bool at_end, const vt_block *b, vt_err *err
     vt_block **arr = at_end ? &tr->end_blocks : &tr->start_blocks;
     size_t *n = at_end ? &tr->nend : &tr->nstart, *cap = at_end ? &tr->end_cap : &tr->start_cap;
     if (vt_imp_grow(arr, cap, *n + 1, sizeof **arr))
-        return oom(err);
+        return vt_imp_nomem(err);
     (*arr)[(*n)++] = *b;
     return 0;
 }
@@ -51,7 +63,7 @@ vt_devinfo *vt_trace_dev(vt_trace *tr, int32_t device, vt_err *err)
         if (tr->devs[i].device == device)
             return &tr->devs[i];
     if (vt_imp_grow(&tr->devs, &tr->devs_cap, tr->ndevs + 1, sizeof *tr->devs)) {
-        oom(err);
+        vt_imp_nomem(err);
         return NULL;
     }
     vt_devinfo *d = &tr->devs[tr->ndevs++];
@@ -62,7 +74,7 @@ vt_devinfo *vt_trace_dev(vt_trace *tr, int32_t device, vt_err *err)
 int vt_trace_add_oom(vt_trace *tr, const vt_ioom *o, vt_err *err)
 {
     if (vt_imp_grow(&tr->ooms, &tr->ooms_cap, tr->nooms + 1, sizeof *tr->ooms))
-        return oom(err);
+        return vt_imp_nomem(err);
     tr->ooms[tr->nooms++] = *o;
     return 0;
 }
@@ -71,7 +83,7 @@ static int add_line(char ***arr, size_t *n, size_t *cap, vt_err *err, const char
 {
     char *line;
     if (vasprintf(&line, fmt, ap) < 0)
-        return oom(err);
+        return vt_imp_nomem(err);
     for (size_t i = 0; i < *n; i++)
         if (!strcmp((*arr)[i], line)) {
             free(line);
@@ -79,7 +91,7 @@ static int add_line(char ***arr, size_t *n, size_t *cap, vt_err *err, const char
         }
     if (vt_imp_grow(arr, cap, *n + 1, sizeof **arr)) {
         free(line);
-        return oom(err);
+        return vt_imp_nomem(err);
     }
     (*arr)[(*n)++] = line;
     return 0;
@@ -101,6 +113,18 @@ int vt_trace_note(vt_trace *tr, vt_err *err, const char *fmt, ...)
     int r = add_line(&tr->notes, &tr->nnotes, &tr->notes_cap, err, fmt, ap);
     va_end(ap);
     return r;
+}
+
+void vt_trace_rebase(vt_trace *tr, double origin, double per_s)
+{
+    for (size_t i = 0; i < tr->nev; i++)
+        tr->ev[i].t = (tr->ev[i].t - origin) / per_s;
+    for (size_t i = 0; i < tr->nspans; i++) {
+        tr->spans[i].start = (tr->spans[i].start - origin) / per_s;
+        tr->spans[i].end = (tr->spans[i].end - origin) / per_s;
+    }
+    for (size_t i = 0; i < tr->nooms; i++)
+        tr->ooms[i].t = (tr->ooms[i].t - origin) / per_s;
 }
 
 void vt_trace_free(vt_trace *tr)

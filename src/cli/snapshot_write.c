@@ -135,13 +135,6 @@ static double ev_time(const vt_replay *rp, size_t ev)
     return ev == VT_NONE ? 0.0 : rp->tr->ev[ev].t;
 }
 
-static bool live_at_peak(const vt_ialloc *a, size_t peak_ev)
-{
-    bool born = a->birth == VT_NONE || (peak_ev != VT_NONE && a->birth <= peak_ev);
-    bool dead = a->death != VT_NONE && peak_ev != VT_NONE && a->death <= peak_ev;
-    return born && !dead;
-}
-
 static int cmp_birth(const void *pa, const void *pb)
 {
     const vt_ialloc *a = *(const vt_ialloc *const *)pa, *b = *(const vt_ialloc *const *)pb;
@@ -167,7 +160,7 @@ static json_t *allocations_json(writer *w)
     for (size_t d = 0; d < rp->ndevs; d++)
         for (size_t j = 0; j < rp->nallocs; j++)
             if (rp->allocs[j].device == rp->devs[d].device &&
-                live_at_peak(&rp->allocs[j], rp->devs[d].peak_ev))
+                vt_ialloc_live_at(&rp->allocs[j], rp->devs[d].peak_ev))
                 live[n++] = &rp->allocs[j];
     qsort(live, n, sizeof *live, cmp_birth);
     for (size_t i = 0; i < n && !w->b.failed; i++) {
