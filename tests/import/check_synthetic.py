@@ -64,6 +64,9 @@ def kineto_trace():
          "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64}},  # CPU memory: ignored
         {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": "stream 7", "ts": 230,
          "dur": 5, "args": {}},
+        # one event larger than the reader's buffer, escapes all along (json.dump writes \u00e9)
+        {"ph": "X", "cat": "kernel", "name": "big", "pid": 0, "tid": "stream 7", "ts": 240,
+         "dur": 1, "args": {"blob": "\u00e9\"\\" * 700000}},
     ]
     for ts, tid, dev, addr, nbytes in mem:
         live[dev] += nbytes
