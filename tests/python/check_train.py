@@ -1,6 +1,6 @@
 """Runs train_workload.py VARIANT under `vramtap run` and holds the snapshot to what the workload
 says about each of its allocations: birth and death phase and step, shared phase instances, the
-timeline of phase instances, the step count.
+Python frame in its stack, the timeline of phase instances, the step count.
 
     check_train.py train|accum|infer|torch2
 """
@@ -35,6 +35,7 @@ snap = snaps[0]
 with open(expect_path) as f:
     expect = json.load(f)
 
+sites = {s["id"]: s for s in snap["sites"]}
 by_size = {}
 for a in snap["allocations"]:
     by_size.setdefault(a["size"], []).append(a)
@@ -53,6 +54,12 @@ for e in expect["allocations"]:
           "snapshot %s, expected %s" % (death, e["death"]))
     if e["group"]:
         instances.setdefault(e["group"], set()).add(a["birth"]["instance"])
+    if e["frame"]:
+        frames = [{"file": os.path.basename(f["file"]), "function": f["function"],
+                   "line": f["line"]}
+                  for f in sites[a["site"]]["frames"] if f["type"] == "python"]
+        check(e["frame"] in frames, "%s (%d bytes) Python frame" % (e["what"], e["size"]),
+              "expected %s in %s" % (e["frame"], frames))
 for group, seen in sorted(instances.items()):
     check(len(seen) == 1, "allocations of %s share one phase instance" % group, sorted(seen))
 

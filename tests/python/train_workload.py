@@ -9,8 +9,9 @@ optimizer, forwards under no_grad), torch2 (train, with torch >= 2.0's global op
 emulated on an older torch; run with python -S so that the bootstrap does not install first).
 
 The script knows where each of its allocations happens and writes that to EXPECT_JSON: for each
-allocation live at the peak, its size and the birth and death (phase, step) the snapshot must
-show, plus the phase instances the timeline must hold. Every allocation made before the peak is
+allocation live at the peak, its size, the birth and death (phase, step) the snapshot must show
+and, for those made in a forward, backward or step, the Python frame its stack must name; plus
+the phase instances the timeline must hold. Every allocation made before the peak is
 kept alive up to it; the peak is one big allocation after the loop; a last iteration after the
 peak frees chosen allocations inside each phase.
 """
@@ -70,6 +71,8 @@ def emulate_torch2_optimizer_hooks():
 
 
 if VARIANT == "torch2":
+    # What the bootstrap would have done at start and after `import torch`.
+    ctypes.PyDLL(None).vramtap_python_install()
     emulate_torch2_optimizer_hooks()
     import vramtap_torch
 
@@ -96,7 +99,7 @@ def alloc(what, phase, group=None):
     if rc != 0:
         sys.exit("cudaMalloc(%d) failed: %d" % (size, rc))
     record = {"what": what, "size": size, "birth": {"phase": phase, "step": where["step"]},
-              "death": None, "group": group}
+              "death": None, "group": group, "frame": None}
     expect["allocations"].append(record)
     return p, record
 
@@ -114,7 +117,14 @@ def site(kind, what):
         free(entry, where[kind])
     free_in[kind] = []
     if allocating:
-        keep.append(alloc(what, where[kind], where["group"] if kind == "forward" else None))
+        entry = alloc(what, where[kind], where["group"] if kind == "forward" else None)
+        # The Python frame that the allocation's stack must name: the method that called site().
+        caller = sys._getframe(1)
+        code = caller.f_code
+        entry[1]["frame"] = {"file": os.path.basename(code.co_filename),
+                             "function": getattr(code, "co_qualname", code.co_name),
+                             "line": caller.f_lineno}
+        keep.append(entry)
 
 
 def phase_instance(name):

@@ -55,6 +55,8 @@ def clean_env(**extra):
                "LD_PRELOAD", "PYTHONPATH", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
                "NVTX_INJECTION64_PATH", "XLA_PYTHON_CLIENT_ALLOCATOR",
                "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_GPU_ALLOCATOR")}
+    # Importing the bootstrap must not leave __pycache__ in the source tree, which is installed.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     # In a sanitized build libvramtap.so needs the ASan runtime loaded first.
     if sanitizer_preload():
         env["LD_PRELOAD"] = sanitizer_preload()

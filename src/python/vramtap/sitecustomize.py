@@ -2,12 +2,27 @@
 
 libvramtap.so (and ``vramtap run``) put this file's folder first on PYTHONPATH, so Python imports
 it at start-up in place of any other ``sitecustomize``. It runs the one it shadows, and, when
-vramtap is loaded, installs the PyTorch phase hooks (vramtap_torch.py) once ``torch`` has been
-imported. Without vramtap in the process it does nothing else.
+vramtap is loaded, has the library start keeping Python frames and installs the PyTorch phase
+hooks (vramtap_torch.py) once ``torch`` has been imported. Without vramtap in the process it does
+nothing else.
 """
 
 import os
 import sys
+
+
+def _start_python_frames():
+    # PyDLL keeps the GIL across the call: the library installs its interpreter callbacks
+    # there, and says itself on stderr why when it cannot.
+    import ctypes
+
+    try:
+        install = ctypes.PyDLL(None).vramtap_python_install
+    except (OSError, AttributeError):  # not loaded, or a library without Python frames
+        return
+    install.argtypes = []
+    install.restype = ctypes.c_int
+    install()
 
 
 def _install_hooks():
@@ -77,6 +92,7 @@ def _run_shadowed():
 # then asks the library itself.
 if "vramtap" in os.environ.get("LD_PRELOAD", ""):
     _env_at_start = dict(os.environ)
+    _start_python_frames()
     if "torch" in sys.modules:
         _install_hooks()
     else:
