@@ -139,7 +139,12 @@ static int py_version; /* 0x030b for 3.11 */
 #define MAX_LOCS (1u << 24)
 
 typedef struct {
-    uint32_t loc, line;
+    uint32_t loc;
+    uint32_t line : 31;
+    /* sys.monitoring: `line` is where the frame stands now, which a callee that started without
+     * a CALL event in this frame (an operator, a property, a `for` over a generator, `with`,
+     * f(*args) on 3.12) must not take on trust. */
+    uint32_t fresh : 1;
     /* The frame object (profile function) or code object (sys.monitoring) the entry stands for:
      * compared with what the next callback names, never followed. */
     const void *tag;
@@ -357,12 +362,13 @@ static py_entry *top(py_thread *t)
     return t->depth && t->depth <= PY_CAP ? &t->e[t->depth - 1] : NULL;
 }
 
-static void fill(py_entry *e, py_object *frame)
+static void fill(py_entry *e, py_object *frame, int fresh)
 {
     py_object *code = py.FrameGetCode(frame);
     py_code *pc = code ? code_info(code) : &no_code;
     e->loc = pc->loc;
     e->line = frame_line(frame);
+    e->fresh = (uint32_t)fresh;
     e->tag = tag_frames ? (const void *)frame : (const void *)code;
     py.DecRef(code);
 }
@@ -384,7 +390,7 @@ static void rebuild(py_thread *t)
     f = py.GetFrame();
     for (py.IncRef(f); f; f = back) {
         if (n && --n < PY_CAP)
-            fill(&t->e[n], f);
+            fill(&t->e[n], f, n + 1 < t->depth);
         back = py.FrameGetBack(f);
         py.DecRef(f);
     }
@@ -394,17 +400,43 @@ static void push(py_thread *t, const void *tag, py_object *code)
 {
     if (t->depth < PY_CAP) {
         py_code *pc = code_info(code);
-        t->e[t->depth] = (py_entry){pc->loc, pc->first, tag};
+        t->e[t->depth] = (py_entry){.loc = pc->loc, .line = pc->first, .tag = tag};
     }
     t->depth++;
+}
+
+/* sys.monitoring started `code` without a CALL event in the frame below (entry `e`): read that
+ * frame's line from the live frames. Returns 0 when they disagree with the shadow stack. */
+static int caller_line(py_entry *e, py_object *code)
+{
+    py_object *f = py.GetFrame(), *fcode;
+    py.IncRef(f);
+    for (int i = 0; f && i < 2; i++) {
+        fcode = py.FrameGetCode(f);
+        py.DecRef(fcode);
+        if (fcode == e->tag && (i || fcode != code)) {
+            e->line = frame_line(f);
+            e->fresh = 1;
+            py.DecRef(f);
+            return 1;
+        }
+        if (fcode != code)
+            break;
+        py_object *back = py.FrameGetBack(f);
+        py.DecRef(f);
+        f = back;
+    }
+    py.DecRef(f);
+    return 0;
 }
 
 /* A rebuild at a frame's first event already holds that frame. */
 static void enter(py_thread *t, const void *tag, py_object *code)
 {
-    if (stale(t)) {
+    py_entry *e = stale(t) ? NULL : top(t);
+    if (stale(t) || (e && !tag_frames && !e->fresh && !caller_line(e, code))) {
         rebuild(t);
-        py_entry *e = top(t);
+        e = top(t);
         if (t->depth > PY_CAP || (e && e->tag == tag))
             return;
     }
@@ -428,21 +460,26 @@ static void leave(py_thread *t, const void *tag)
     }
     if (t->depth > PY_CAP || (e && e->tag == tag))
         t->depth--;
+    /* Back in the caller, which may move on without a CALL event before its next callee. */
+    if ((e = top(t)))
+        e->fresh = 0;
 }
 
-/* The entry of the running frame `tag`, whose line the caller updates; NULL when there is
- * nothing to update (beyond the cap, or just rebuilt with current lines). */
+/* The entry of the running frame `tag`, whose line the caller updates; NULL beyond the cap or
+ * when the live frames do not show `tag` on top. */
 static py_entry *running(py_thread *t, const void *tag)
 {
+    py_entry *e = NULL;
     if (!stale(t)) {
         if (t->depth > PY_CAP)
             return NULL;
-        py_entry *e = top(t);
-        if (e && e->tag == tag)
-            return e;
+        e = top(t);
     }
-    rebuild(t);
-    return NULL;
+    if (!e || e->tag != tag) {
+        rebuild(t);
+        e = top(t);
+    }
+    return e && e->tag == tag ? e : NULL;
 }
 
 static int on_profile(py_object *obj, py_object *frame, int what, py_object *arg)
@@ -536,6 +573,7 @@ static py_object *on_call(py_object *mod, py_object *const *args, py_ssize_t nar
             e->line = code_line(args[0], offset);
         else
             py.ErrClear();
+        e->fresh = 1;
     }
     return none();
 }
@@ -802,17 +840,17 @@ static const char *install_profile(void)
         return "another profiler holds this thread's profile function";
     tag_frames = 1;
     atomic_fetch_add(&generation, 1);
-    if (py_version >= 0x030c && py.SetProfileAllThreads) {
+    /* Neither call reaches threads started later: threading hands them over. */
+    py_object *g = run_script(threads_src);
+    if (g)
+        say_error(g);
+    else
+        vt_log("Python frames: threads started later have none (threading.setprofile failed)");
+    py.DecRef(g);
+    if (py_version >= 0x030c && py.SetProfileAllThreads)
         py.SetProfileAllThreads(on_profile, NULL);
-    } else {
-        py_object *g = run_script(threads_src);
-        if (g)
-            say_error(g);
-        else
-            vt_log("Python frames: threads started later have none (threading.setprofile failed)");
-        py.DecRef(g);
+    else
         py.SetProfile(on_profile, NULL);
-    }
     return NULL;
 }
 
