@@ -67,10 +67,6 @@ class _Local(threading.local):
 _tls = _Local()
 
 
-def _never():
-    return False
-
-
 def _begin(name):
     if _open_steps:
         _close_abandoned_steps()
@@ -139,13 +135,13 @@ def _version(torch):
 
 
 def _compiling_probe(torch):
+    """A function telling whether torch.compile is tracing, or None where there is none."""
     # Code that torch.compile traces must not call into ctypes: it would break the graph. Only
     # these probes are cheap flags that the compiler folds; torch.compiler.is_compiling before
     # 2.3 imports torch._dynamo on its first call.
     if _version(torch) >= (2, 3):
         return torch.compiler.is_compiling
-    probe = getattr(getattr(torch, "_utils", None), "is_compiling", None)
-    return probe if probe is not None else _never
+    return getattr(getattr(torch, "_utils", None), "is_compiling", None)
 
 
 def _install_forward(torch, compiling):
@@ -157,7 +153,8 @@ def _install_forward(torch, compiling):
 
     @functools.wraps(call)
     def __call__(self, *args, **kwargs):
-        if compiling() or _tls.inside_module_call:
+        # The compiler must not trace the thread-local read: ask it first.
+        if (compiling and compiling()) or _tls.inside_module_call:
             return call(self, *args, **kwargs)
         _tls.inside_module_call = True
         opened = _outermost_begin(is_grad_enabled())
@@ -198,7 +195,7 @@ def _outermost_end(opened):
 def _phase_wrapper(fn, name, compiling):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if compiling():
+        if compiling and compiling():
             return fn(*args, **kwargs)
         _begin(name)
         try:
@@ -237,7 +234,7 @@ def _install_optimizer(torch, compiling):
 
 
 def _step_pre_hook(compiling, optimizer, args, kwargs):
-    if compiling():
+    if compiling and compiling():
         return
     _begin(b"optimizer")
     # The caller is torch's step wrapper, on the stack for as long as the step runs.
@@ -247,7 +244,7 @@ def _step_pre_hook(compiling, optimizer, args, kwargs):
 
 
 def _step_post_hook(compiling, optimizer, args, kwargs):
-    if compiling():
+    if compiling and compiling():
         return
     thread = threading.get_ident()
     with _lock:
