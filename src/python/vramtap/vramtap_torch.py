@@ -88,6 +88,8 @@ def _close_abandoned_steps():
             frame = frame.f_back
         if frame is None:
             with _lock:
+                if entry not in _open_steps:  # another thread closed it meanwhile
+                    continue
                 _open_steps.remove(entry)
             _end(b"optimizer")
 
@@ -296,7 +298,8 @@ def _check_allocator_settings(torch, env_at_start):
     # PyTorch reads these while `import torch` loads its CUDA allocator. vramtap chose the mode
     # (and recorded it) before the program ran: a program that set them itself before importing
     # torch has overridden that choice.
-    changed = ["%s=%s (was %s)" % (name, os.environ.get(name), env_at_start.get(name, "unset"))
+    changed = [("%s=%s" % (name, os.environ[name]) if name in os.environ else "unset " + name)
+               + " (was %s)" % env_at_start.get(name, "unset")
                for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
                if os.environ.get(name) != env_at_start.get(name)]
     if not changed:
