@@ -95,9 +95,8 @@ static void print_request(FILE *out, const vt_snapshot *s)
                 o->total_bytes >= 0 ? vt_fmt_bytes(t, o->total_bytes) : "");
 }
 
-void vt_print_postmortem(FILE *out, vt_loaded *l, const vt_report_opts *o)
+void vt_print_postmortem(FILE *out, vt_loaded *l)
 {
-    (void)o;
     const vt_snapshot *s = &l->snap;
     const vt_bill *bill = oom_bill(l);
     char b[32];

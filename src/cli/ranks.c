@@ -8,6 +8,7 @@
 
 typedef struct {
     char *path, *api;
+    vt_snap_kind kind;
     bool oom;
     int64_t rank, local_rank, pid;
     vt_device dev; /* the process's heaviest device */
@@ -40,6 +41,7 @@ static int summarise(const char *path, const vt_report_opts *o, proc *p, vt_err 
     const vt_snapshot *s = &l.snap;
     memset(p, 0, sizeof *p);
     p->path = strdup(path);
+    p->kind = s->kind;
     p->oom = s->kind == VT_SNAP_OOM;
     p->rank = s->rank;
     p->local_rank = s->local_rank;
@@ -165,8 +167,11 @@ static json_t *proc_json(const proc *p)
     }
     const char *dom = p->has_device && p->dev.listed_bytes ? dominant_key(p) : NULL;
     return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:I, s:o, s:o, s:o}", "file", p->path, "kind",
-                     p->oom ? "oom" : "exit", "rank", int_or_null(p->rank), "local_rank",
-                     int_or_null(p->local_rank), "pid", int_or_null(p->pid), "device",
+                     p->kind == VT_SNAP_OOM      ? "oom"
+                     : p->kind == VT_SNAP_IMPORT ? "import"
+                                                 : "exit",
+                     "rank", int_or_null(p->rank), "local_rank", int_or_null(p->local_rank), "pid",
+                     int_or_null(p->pid), "device",
                      p->has_device ? json_integer(p->dev.device) : json_null(), "peak_bytes",
                      (json_int_t)p->dev.peak_bytes, "peak",
                      p->has_device ? vt_peak_json(&p->dev) : json_null(), "categories", cats,

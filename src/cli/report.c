@@ -488,9 +488,8 @@ static void print_oom_events(FILE *out, const vt_snapshot *s)
     }
 }
 
-void vt_print_report(FILE *out, vt_loaded *l, const vt_report_opts *o)
+void vt_print_report(FILE *out, vt_loaded *l)
 {
-    (void)o;
     const vt_snapshot *s = &l->snap;
     print_run(out, s);
     print_mode_notes(out, l);
@@ -518,13 +517,13 @@ static int report_one(const char *path, const vt_report_opts *o)
             rc = 2;
         }
     } else if (o->json) {
-        json_t *doc = vt_report_json(&l, o);
+        json_t *doc = vt_report_json(&l);
         vt_print_json(stdout, doc);
         json_decref(doc);
     } else if (l.snap.kind == VT_SNAP_OOM) {
-        vt_print_postmortem(stdout, &l, o);
+        vt_print_postmortem(stdout, &l);
     } else {
-        vt_print_report(stdout, &l, o);
+        vt_print_report(stdout, &l);
     }
     vt_loaded_close(&l);
     return rc;
@@ -533,6 +532,20 @@ static int report_one(const char *path, const vt_report_opts *o)
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int push_path(char ***paths, size_t *n, size_t *cap, char *path)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        char **grown = realloc(*paths, ncap * sizeof **paths);
+        if (!grown)
+            return -1;
+        *paths = grown;
+        *cap = ncap;
+    }
+    (*paths)[(*n)++] = path;
+    return 0;
 }
 
 /* Snapshot files in a directory: vramtap.*.json, in name order. */
@@ -549,26 +562,22 @@ static int list_dir(const char *dir, char ***paths, size_t *n, size_t *cap)
         size_t len = strlen(e->d_name);
         if (strncmp(e->d_name, "vramtap.", 8) || len < 13 || strcmp(e->d_name + len - 5, ".json"))
             continue;
-        if (*n == *cap) {
-            *cap = *cap ? *cap * 2 : 16;
-            char **grown = realloc(*paths, *cap * sizeof **paths);
-            if (!grown)
-                break;
-            *paths = grown;
-        }
         size_t plen = strlen(dir) + len + 2;
         char *path = malloc(plen);
-        if (!path)
-            break;
+        if (!path || push_path(paths, n, cap, path)) {
+            free(path);
+            closedir(d);
+            fprintf(stderr, "vramtap report: out of memory\n");
+            return -1;
+        }
         snprintf(path, plen, "%s/%s", dir, e->d_name);
-        (*paths)[(*n)++] = path;
     }
     closedir(d);
-    qsort(*paths + before, *n - before, sizeof **paths, by_name);
     if (*n == before) {
         fprintf(stderr, "vramtap report: %s: no vramtap.*.json snapshots in this directory\n", dir);
         return -1;
     }
+    qsort(*paths + before, *n - before, sizeof **paths, by_name);
     return 0;
 }
 
@@ -592,19 +601,12 @@ int vt_cmd_report(int argc, char **argv)
             rc = list_dir(argv[i], &paths, &n, &cap) ? 2 : 0;
             continue;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **grown = realloc(paths, cap * sizeof *paths);
-            if (!grown) {
-                rc = 2;
-                break;
-            }
-            paths = grown;
-        }
-        if (!(paths[n] = strdup(argv[i])))
+        char *path = strdup(argv[i]);
+        if (!path || push_path(&paths, &n, &cap, path)) {
+            free(path);
+            fprintf(stderr, "vramtap report: out of memory\n");
             rc = 2;
-        else
-            n++;
+        }
     }
     if (rc == 0) {
         if (n == 1) {

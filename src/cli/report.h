@@ -29,13 +29,13 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
                   void (*usage)(FILE *out));
 
 /* the human report of one snapshot, and its parts that other outputs share (report.c) */
-void vt_print_report(FILE *out, vt_loaded *l, const vt_report_opts *o);
+void vt_print_report(FILE *out, vt_loaded *l);
 void vt_print_device_title(FILE *out, const vt_device *d);
 void vt_print_peak(FILE *out, const char *label, const vt_device *d);
 void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill);
 void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n);
 /* the post-mortem of a kind "oom" snapshot (postmortem.c) */
-void vt_print_postmortem(FILE *out, vt_loaded *l, const vt_report_opts *o);
+void vt_print_postmortem(FILE *out, vt_loaded *l);
 /* What to try first after an out-of-memory failure, given the category that dominates the
  * live memory: the remedies that act on it, in the order the seeds give (postmortem.c). */
 typedef struct {
@@ -43,7 +43,7 @@ typedef struct {
 } vt_advice;
 size_t vt_advise(const vt_snapshot *snap, const vt_bill *bill, vt_advice *items, size_t max);
 /* --json (report_json.c, docs/report-json.md) */
-json_t *vt_report_json(vt_loaded *l, const vt_report_opts *o);
+json_t *vt_report_json(vt_loaded *l);
 json_t *vt_categories_json(const vt_bill *bill);
 json_t *vt_site_json(const vt_snapshot *snap, const vt_site_total *t);
 json_t *vt_peak_json(const vt_device *dev);

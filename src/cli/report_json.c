@@ -143,9 +143,8 @@ static json_t *postmortem_json(const vt_loaded *l)
         advice);
 }
 
-json_t *vt_report_json(vt_loaded *l, const vt_report_opts *o)
+json_t *vt_report_json(vt_loaded *l)
 {
-    (void)o;
     const vt_snapshot *s = &l->snap;
     static const char *const kinds[] = {"exit", "oom", "import"};
     json_t *command = json_array(), *devices = json_array(), *events = json_array();

@@ -202,7 +202,7 @@ const char *vt_fmt_bytes(char buf[32], int64_t bytes);
 /* The same with a sign: "+1.00 GiB", "-512 B", "0 B". */
 const char *vt_fmt_delta(char buf[32], int64_t delta);
 
-typedef enum { VT_STYLE_BOLD, VT_STYLE_DIM, VT_STYLE_WARN, VT_STYLE_GOOD, VT_STYLE_BAD } vt_style;
+typedef enum { VT_STYLE_BOLD, VT_STYLE_WARN, VT_STYLE_GOOD, VT_STYLE_BAD } vt_style;
 
 /* Decides once whether stdout gets colour: a terminal, and NO_COLOR unset or empty. */
 void vt_term_init(void);

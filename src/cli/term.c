@@ -23,7 +23,6 @@ void vt_term_init(void)
 const char *vt_on(vt_style s)
 {
     static const char *const codes[] = {[VT_STYLE_BOLD] = "\033[1m",
-                                        [VT_STYLE_DIM] = "\033[2m",
                                         [VT_STYLE_WARN] = "\033[33m",
                                         [VT_STYLE_GOOD] = "\033[32m",
                                         [VT_STYLE_BAD] = "\033[31m"};
