@@ -35,18 +35,25 @@ size_t vt_advise(const vt_snapshot *snap, const vt_bill *bill, vt_advice *items,
 {
     char b[32], f[32];
     size_t n = 0;
+    const vt_oom *o = &snap->oom;
     vt_category dominant = bill ? vt_bill_dominant(bill) : VT_CAT_UNATTRIBUTED_PERSISTENT;
     bool unknown = dominant >= VT_CAT_UNATTRIBUTED_PERSISTENT;
+    /* no remedy shrinks enough for a request larger than the device: the size is the bug */
+    if (o->total_bytes > 0 && o->size > o->total_bytes && n < max)
+        snprintf(items[n++].text, sizeof items->text,
+                 "the request alone (%s) is larger than the device (%s): check the size the "
+                 "code computed (a shape, a dtype or a count far from the intended one)",
+                 vt_fmt_bytes(b, o->size), vt_fmt_bytes(f, o->total_bytes));
     if (unknown && n < max)
         snprintf(items[n++].text, sizeof items->text,
-                 "mark the phases (see 'vramtap report --help' on an exit snapshot): without "
-                 "them vramtap cannot tell which of the remedies below applies");
+                 "mark the phases ('vramtap run' for PyTorch, NVTX ranges named forward, "
+                 "backward and optimizer, or include/vramtap.h): without them vramtap cannot "
+                 "tell which of the remedies below applies");
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0] && n < max; i++)
         if (unknown || (remedies[i].shrinks & (1u << dominant)))
             snprintf(items[n++].text, sizeof items->text, "%s", remedies[i].text);
     if (n == max)
         return n;
-    const vt_oom *o = &snap->oom;
     if (o->free_bytes >= 0 && o->free_bytes >= o->size)
         snprintf(items[n++].text, sizeof items->text,
                  "fragmentation: the device reported %s free, more than the %s asked, so the "
@@ -69,7 +76,7 @@ static const vt_bill *oom_bill(const vt_loaded *l)
     return NULL;
 }
 
-static void print_request(FILE *out, const vt_snapshot *s)
+static void print_request(FILE *out, const vt_snapshot *s, const vt_bill *bill)
 {
     const vt_oom *o = &s->oom;
     char b[32], t[32];
@@ -93,6 +100,25 @@ static void print_request(FILE *out, const vt_snapshot *s)
         fprintf(out, "  %-11s %s free%s%s\n", "device", vt_fmt_bytes(b, o->free_bytes),
                 o->total_bytes >= 0 ? " of " : "",
                 o->total_bytes >= 0 ? vt_fmt_bytes(t, o->total_bytes) : "");
+    int64_t outside = vt_oom_outside(s, bill);
+    if (outside >= 0) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "%s in use that vramtap did not see allocated (the CUDA context, other "
+                 "processes, memory allocated before vramtap loaded)",
+                 vt_fmt_bytes(b, outside));
+        vt_print_wrapped(out, fprintf(out, "  %-11s ", "elsewhere"), 14, why);
+    }
+}
+
+int64_t vt_oom_outside(const vt_snapshot *s, const vt_bill *bill)
+{
+    const vt_oom *o = &s->oom;
+    if (o->free_bytes < 0 || o->total_bytes < 0)
+        return -1;
+    int64_t outside = o->total_bytes - o->free_bytes - (bill ? bill->dev->listed_bytes : 0);
+    /* managed memory can be oversubscribed: then the figure means nothing */
+    return outside >= 0 ? outside : -1;
 }
 
 void vt_print_postmortem(FILE *out, vt_loaded *l)
@@ -108,7 +134,7 @@ void vt_print_postmortem(FILE *out, vt_loaded *l)
         fputc('\n', out);
     }
     fprintf(out, "\n%sout of memory on cuda:%d%s\n", vt_on(VT_STYLE_BAD), s->oom.device, vt_off());
-    print_request(out, s);
+    print_request(out, s, bill);
     if (bill)
         vt_print_peak(out, "peak so far", bill->dev);
 

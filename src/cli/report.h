@@ -42,6 +42,8 @@ typedef struct {
     char text[384];
 } vt_advice;
 size_t vt_advise(const vt_snapshot *snap, const vt_bill *bill, vt_advice *items, size_t max);
+/* Device memory in use at the failure beyond the allocations listed; -1 when unknown. */
+int64_t vt_oom_outside(const vt_snapshot *snap, const vt_bill *bill);
 /* --json (report_json.c, docs/report-json.md) */
 json_t *vt_report_json(vt_loaded *l);
 json_t *vt_categories_json(const vt_bill *bill);

@@ -131,13 +131,14 @@ static json_t *postmortem_json(const vt_loaded *l)
         json_array_append_new(advice, json_string(items[i].text));
     vt_category dominant = bill ? vt_bill_dominant(bill) : VT_CAT_UNATTRIBUTED_PERSISTENT;
     return json_pack(
-        "{s:I, s:f, s:i, s:I, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:I, s:o, s:s, s:o, s:o}", "n",
-        (json_int_t)o->n, "time_s", o->time_s, "device", o->device, "size", (json_int_t)o->size,
-        "api", o->api, "phase", vt_phase_name(o->phase), "step", (json_int_t)o->step, "error",
-        o->error >= 0 ? json_integer(o->error) : json_null(), "free_bytes",
-        int_or_null(o->free_bytes), "total_bytes", int_or_null(o->total_bytes), "stack",
-        vt_site_json(s, &request), "live_bytes", (json_int_t)(bill ? bill->dev->listed_bytes : 0),
-        "categories", bill ? vt_categories_json(bill) : json_null(), "dominant",
+        "{s:I, s:f, s:i, s:I, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:s, s:o, s:o}",
+        "n", (json_int_t)o->n, "time_s", o->time_s, "device", o->device, "size",
+        (json_int_t)o->size, "api", o->api, "phase", vt_phase_name(o->phase), "step",
+        (json_int_t)o->step, "error", o->error >= 0 ? json_integer(o->error) : json_null(),
+        "free_bytes", int_or_null(o->free_bytes), "total_bytes", int_or_null(o->total_bytes),
+        "outside_bytes", int_or_null(vt_oom_outside(s, bill)), "stack", vt_site_json(s, &request),
+        "live_bytes", (json_int_t)(bill ? bill->dev->listed_bytes : 0), "categories",
+        bill ? vt_categories_json(bill) : json_null(), "dominant",
         dominant == VT_CAT_UNATTRIBUTED_PERSISTENT ? "unattributed" : vt_category_key(dominant),
         "top_sites", bill ? sites_json(s, bill->top_all, bill->ntop_all) : json_array(), "advice",
         advice);

@@ -143,7 +143,8 @@ def case_postmortem():
     o = r["oom"]
     eq((o["size"], o["device"], o["api"], o["phase"], o["step"], o["error"]),
        (2 * GiB, 0, "cudaMallocAsync", "forward", 3, 2), "the request")
-    eq((o["free_bytes"], o["total_bytes"], o["live_bytes"]), (512 * MiB, 8 * GiB, 7 * GiB), "free, total, live")
+    eq((o["free_bytes"], o["total_bytes"], o["live_bytes"], o["outside_bytes"]),
+       (512 * MiB, 8 * GiB, 7 * GiB, 512 * MiB), "free, total, live, outside")
     eq(o["categories"], cats(parameters=1 * GiB, gradients=1 * GiB, optimizer_state=2 * GiB, activations=3 * GiB),
        "live by category")
     eq(o["dominant"], "activations", "dominant")
@@ -170,6 +171,16 @@ def case_postmortem():
     eq([a.split(" ")[0:2] for a in o["advice"]], [["mixed", "precision"], ["fragmentation,", "last:"]],
        "rank 1 advice")
     eq(o["stack"]["site"], None, "rank 1 stack")
+    # a request larger than the device, in a run without markers
+    o = report(d("oom_huge_request.json"))["oom"]
+    eq((o["size"], o["live_bytes"], o["outside_bytes"], o["dominant"]), (1 << 40, 6 * GiB, 8 * GiB, "unattributed"),
+       "huge request")
+    eq([a.split(" ")[0:2] for a in o["advice"]],
+       [["the", "request"], ["mark", "the"], ["a", "smaller"], ["gradient", "accumulation"], ["mixed", "precision"],
+        ["activation", "checkpointing"], ["fewer", "trainable"], ["fragmentation,", "last:"]], "huge request advice")
+    out = run("report", d("oom_huge_request.json")).stdout
+    has(out, "    1. the request alone (1.00 TiB) is larger than the device (16.00 GiB)", "size first")
+    has(out, "  elsewhere   8.00 GiB in use that vramtap did not see allocated", "elsewhere")
 
 
 def case_oom_events():
