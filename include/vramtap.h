@@ -27,7 +27,8 @@ extern "C" {
 /* Status values returned by the API. */
 #define VRAMTAP_OK 0
 #define VRAMTAP_EUNKNOWN -1 /* not a phase name (see VRAMTAP_PHASES in docs/api.md) */
-#define VRAMTAP_ENESTED -2  /* begun inside an open phase: no new phase instance; end it as usual  \
+#define VRAMTAP_ENESTED                                                                            \
+    -2                      /* begun inside an open phase: no new phase instance; end it as usual  \
                              */
 #define VRAMTAP_ENOTOPEN -3 /* end of a phase that is not the innermost open one: ignored */
 
@@ -40,6 +41,10 @@ int vramtap_phase_end(const char *name) __attribute__((weak));
 int vramtap_step_mark(void) __attribute__((weak));
 /* 1 when libvramtap.so is loaded and recording. */
 int vramtap_is_loaded(void) __attribute__((weak));
+/* Correct the recorded allocator mode of a framework ("pytorch", "jax", "tensorflow") when the
+ * program changed it after start: mode "tensor" or "native", a short reason. 0 on success. */
+int vramtap_note_mode(const char *framework, const char *mode, const char *reason)
+    __attribute__((weak));
 
 static inline int vramtap_begin(const char *name)
 {

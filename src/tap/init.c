@@ -244,6 +244,20 @@ static void read_cmdline(void)
     cmdline_len = buf ? len : 0;
 }
 
+/* A parent's vramtap (torchrun, a shell script, a data-loader worker's exec) left its settings
+ * in the environment: they are vramtap's own, not the user's. It lists their names in
+ * VRAMTAP_ENV_SET. */
+static int inherited(const char *name, const char *value, const char *ours)
+{
+    const char *list = getenv("VRAMTAP_ENV_SET");
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',') {
+        if (!strncmp(p, name, n) && (p[n] == ',' || !p[n]))
+            return !strcmp(value, ours);
+    }
+    return 0;
+}
+
 /* Tensor mode: each framework allocates per buffer through a stream-ordered pool, so vramtap
  * sees tensors instead of the allocator's segments. The user's own setting wins unless
  * VRAMTAP_MODE=tensor forces it. */
@@ -254,40 +268,67 @@ static void choose_modes(void)
     int forced_native = mode && !strcmp(mode, "native");
     if (mode && *mode && !forced_tensor && !forced_native)
         vt_log("VRAMTAP_MODE=%s is neither 'tensor' nor 'native'; using the default", mode);
+    /* PyTorch reads either name; PYTORCH_CUDA_ALLOC_CONF is the one every version knows. */
     static const struct {
-        const char *framework, *var, *value, *var2, *value2;
+        const char *framework, *var, *alias, *value;
     } fw[] = {
-        {"pytorch", "PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", NULL, NULL},
-        {"jax", "XLA_PYTHON_CLIENT_ALLOCATOR", "platform", "XLA_PYTHON_CLIENT_PREALLOCATE",
-         "false"},
-        {"tensorflow", "TF_GPU_ALLOCATOR", "cuda_malloc_async", NULL, NULL},
+        {"pytorch", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync"},
+        {"jax", "XLA_PYTHON_CLIENT_ALLOCATOR", NULL, "platform"},
+        {"tensorflow", "TF_GPU_ALLOCATOR", NULL, "cuda_malloc_async"},
     };
+    char names[256] = "";
     for (size_t i = 0; i < sizeof fw / sizeof fw[0]; i++) {
-        const char *user = getenv(fw[i].var);
-        if (!user && !strcmp(fw[i].framework, "pytorch"))
-            user = getenv("PYTORCH_ALLOC_CONF");
+        const char *var = fw[i].var, *user = getenv(var);
+        if (!user && fw[i].alias && (user = getenv(fw[i].alias)))
+            var = fw[i].alias;
+        if (user && inherited(var, user, fw[i].value))
+            user = NULL;
         modes[i].framework = fw[i].framework;
         if (forced_native) {
             modes[i].mode = "native";
             modes[i].reason = "forced";
-        } else if (user && !forced_tensor) {
+            continue;
+        }
+        if (user && !forced_tensor) {
             modes[i].mode = "native";
             modes[i].reason = "user-setting";
             if (!strcmp(fw[i].framework, "pytorch") && vt_cfg.is_python)
                 vt_log("%s is set (%s): PyTorch keeps its own allocator, so vramtap sees its "
                        "segments, not tensors (native mode; VRAMTAP_MODE=tensor overrides)",
-                       getenv(fw[i].var) ? fw[i].var : "PYTORCH_ALLOC_CONF", user);
-        } else {
-            if (user && vt_cfg.is_python)
-                vt_log("VRAMTAP_MODE=tensor: replacing %s=%s with %s", fw[i].var, user,
-                       fw[i].value);
-            set_env(fw[i].var, fw[i].value);
-            if (fw[i].var2)
-                set_env(fw[i].var2, fw[i].value2);
-            modes[i].mode = "tensor";
-            modes[i].reason = user ? "forced" : "default";
+                       var, user);
+            continue;
         }
+        if (user && vt_cfg.is_python)
+            vt_log("VRAMTAP_MODE=tensor: replacing %s=%s with %s", var, user, fw[i].value);
+        set_env(fw[i].var, fw[i].value);
+        if (user && var != fw[i].var)
+            set_env(var, fw[i].value);
+        /* JAX would still grab 75% of the card up front. */
+        if (!strcmp(fw[i].framework, "jax") && !getenv("XLA_PYTHON_CLIENT_PREALLOCATE"))
+            set_env("XLA_PYTHON_CLIENT_PREALLOCATE", "false");
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? "," : "",
+                 fw[i].var);
+        modes[i].mode = "tensor";
+        modes[i].reason = user ? "forced" : "default";
     }
+    if (*names)
+        setenv("VRAMTAP_ENV_SET", names, 1);
+}
+
+/* The PyTorch hooks correct the record when the program set the allocator itself after start. */
+VT_EXPORT int vramtap_note_mode(const char *framework, const char *mode, const char *reason)
+{
+    static char saved[3][2][32];
+    for (size_t i = 0; framework && mode && reason && i < sizeof modes / sizeof modes[0]; i++) {
+        if (!modes[i].framework || strcmp(modes[i].framework, framework))
+            continue;
+        snprintf(saved[i][0], sizeof saved[i][0], "%s", mode);
+        snprintf(saved[i][1], sizeof saved[i][1], "%s", reason);
+        modes[i].mode = saved[i][0];
+        modes[i].reason = saved[i][1];
+        return 0;
+    }
+    return -1;
 }
 
 static int is_python(void)
