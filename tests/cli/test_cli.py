@@ -6,6 +6,7 @@
 
 CASE is one of the case_* functions below, or bad:FILE for a file of data/bad/."""
 import json
+import locale
 import os
 import pty
 import select
@@ -347,11 +348,23 @@ def tty_output(args, env):
 
 
 def case_colour():
+    try:
+        for fd in os.openpty():
+            os.close(fd)
+    except OSError:
+        print("no pseudo-terminal here: skipped")
+        sys.exit(77)
+    try:
+        locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
+        utf8 = True
+    except locale.Error:
+        utf8 = False
     base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM", "LANG", "LC_ALL", "LC_CTYPE")}
     args = ["report", d("tricky.json")]
     out = tty_output(args, dict(base, TERM="xterm", LANG="C.UTF-8"))
     has(out, "\x1b[1m", "bold on a terminal")
-    has(out, "\u2588", "block bars on a UTF-8 terminal")
+    if utf8:
+        has(out, "\u2588", "block bars on a UTF-8 terminal")
     out = tty_output(args, dict(base, TERM="xterm", LANG="C.UTF-8", NO_COLOR=""))
     has(out, "\x1b[", "an empty NO_COLOR does not count")
     out = tty_output(args, dict(base, TERM="xterm", LANG="C.UTF-8", NO_COLOR="1"))
