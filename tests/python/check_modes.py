@@ -67,6 +67,8 @@ if snap:
     check(len(said) == 1 and "PYTORCH_CUDA_ALLOC_CONF=%s (was %s)" % (USER, ASYNC) in said[0]
           and "before importing torch" in said[0], "program's own setting: one line says so",
           said)
+    check(mode(snap) == ("native", "program-setting"), "program's own setting: snapshot mode",
+          snap["modes"])
 seen, snap, said = run("program sets the same", probe_args=["--set-conf", ASYNC])
 if snap:
     check(not said, "program sets the same: nothing said", said)

@@ -313,8 +313,20 @@ def _check_allocator_settings(torch, env_at_start):
                   "tensors",
         "cudaMallocAsync": ": PyTorch allocates per tensor (tensor mode)",
     }.get(backend, "")
-    sys.stderr.write("vramtap: the program set %s before importing torch%s; the snapshot's "
-                     "modes.pytorch was decided before that\n" % (", ".join(changed), outcome))
+    if backend is None:
+        conf = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
+        backend = "cudaMallocAsync" if "backend:cudaMallocAsync" in conf else "native"
+    sys.stderr.write("vramtap: the program set %s before importing torch%s; the snapshot "
+                     "records that (modes.pytorch: program-setting)\n"
+                     % (", ".join(changed), outcome))
+    try:
+        note = ctypes.CDLL(None).vramtap_note_mode
+        note.argtypes = [ctypes.c_char_p] * 3
+        note.restype = ctypes.c_int
+        note(b"pytorch", b"tensor" if backend == "cudaMallocAsync" else b"native",
+             b"program-setting")
+    except (OSError, AttributeError):  # an older libvramtap.so: the line above must do
+        pass
 
 
 def install(env_at_start=None):
