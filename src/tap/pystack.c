@@ -52,7 +52,8 @@ typedef struct {
     void (*ThreadState_Delete)(void *);
     int (*SetProfileOn)(void *, py_tracefunc, py_object *);
     void (*SetProfile)(py_tracefunc, py_object *);
-    void (*SetProfileAllThreads)(py_tracefunc, py_object *);
+    void *(*InterpreterState_ThreadHead)(void *);
+    void *(*ThreadState_Next)(void *);
     int (*IsFinalizing)(void);
     int (*AtExit)(void (*)(void));
     py_object *(*GetFrame)(void);
@@ -78,6 +79,7 @@ typedef struct {
     py_object *(*DictGetItemString)(py_object *, const char *);
     py_object *(*GetBuiltins)(void);
     py_object *none;
+    void *FunctionType, *MethodType;
 } py_api;
 
 static const struct {
@@ -99,7 +101,8 @@ static const struct {
     SYM(ThreadState_Delete, "PyThreadState_Delete", NULL, 0),
     SYM(SetProfileOn, "_PyEval_SetProfile", NULL, 1),
     SYM(SetProfile, "PyEval_SetProfile", NULL, 0),
-    SYM(SetProfileAllThreads, "PyEval_SetProfileAllThreads", NULL, 1),
+    SYM(InterpreterState_ThreadHead, "PyInterpreterState_ThreadHead", NULL, 0),
+    SYM(ThreadState_Next, "PyThreadState_Next", NULL, 0),
     SYM(IsFinalizing, "Py_IsFinalizing", "_Py_IsFinalizing", 1),
     SYM(AtExit, "Py_AtExit", NULL, 1),
     SYM(GetFrame, "PyEval_GetFrame", NULL, 0),
@@ -126,6 +129,8 @@ static const struct {
     SYM(DictGetItemString, "PyDict_GetItemString", NULL, 0),
     SYM(GetBuiltins, "PyEval_GetBuiltins", NULL, 0),
     SYM(none, "_Py_NoneStruct", NULL, 0),
+    SYM(FunctionType, "PyFunction_Type", NULL, 0),
+    SYM(MethodType, "PyMethod_Type", NULL, 0),
 #undef SYM
 };
 
@@ -141,9 +146,10 @@ static int py_version; /* 0x030b for 3.11 */
 typedef struct {
     uint32_t loc;
     uint32_t line : 31;
-    /* sys.monitoring: `line` is where the frame stands now, which a callee that started without
-     * a CALL event in this frame (an operator, a property, a `for` over a generator, `with`,
-     * f(*args) on 3.12) must not take on trust. */
+    /* sys.monitoring: the frame is still at `line`, in a call to a Python function. Otherwise a
+     * callee may have started without a CALL event in this frame (an operator, a property, a
+     * `for` over a generator, `with`, f(*args) on 3.12, a callback from a C function) after the
+     * frame moved on, and its line is read from the live frames. */
     uint32_t fresh : 1;
     /* The frame object (profile function) or code object (sys.monitoring) the entry stands for:
      * compared with what the next callback names, never followed. */
@@ -377,6 +383,8 @@ static void fill(py_entry *e, py_object *frame, int fresh)
  * change, and whenever a callback finds the stack out of step with the interpreter. */
 static void rebuild(py_thread *t)
 {
+    py_object *et, *ev, *tb; /* making frame objects can fail; the callback must not */
+    py.ErrFetch(&et, &ev, &tb);
     t->gen = atomic_load_explicit(&generation, memory_order_relaxed);
     t->tstate = py.GILState_GetThisThreadState();
     uint32_t n = 0;
@@ -394,6 +402,7 @@ static void rebuild(py_thread *t)
         back = py.FrameGetBack(f);
         py.DecRef(f);
     }
+    py.ErrRestore(et, ev, tb);
 }
 
 static void push(py_thread *t, const void *tag, py_object *code)
@@ -409,25 +418,29 @@ static void push(py_thread *t, const void *tag, py_object *code)
  * frame's line from the live frames. Returns 0 when they disagree with the shadow stack. */
 static int caller_line(py_entry *e, py_object *code)
 {
-    py_object *f = py.GetFrame(), *fcode;
+    py_object *et, *ev, *tb;
+    py.ErrFetch(&et, &ev, &tb);
+    py_object *f = py.GetFrame();
+    int found = 0;
     py.IncRef(f);
-    for (int i = 0; f && i < 2; i++) {
-        fcode = py.FrameGetCode(f);
+    for (int i = 0; f && i < 2 && !found; i++) {
+        py_object *fcode = py.FrameGetCode(f);
         py.DecRef(fcode);
         if (fcode == e->tag && (i || fcode != code)) {
             e->line = frame_line(f);
             e->fresh = 1;
-            py.DecRef(f);
-            return 1;
-        }
-        if (fcode != code)
+            found = 1;
+        } else if (fcode != code) {
             break;
-        py_object *back = py.FrameGetBack(f);
-        py.DecRef(f);
-        f = back;
+        } else {
+            py_object *back = py.FrameGetBack(f);
+            py.DecRef(f);
+            f = back;
+        }
     }
     py.DecRef(f);
-    return 0;
+    py.ErrRestore(et, ev, tb);
+    return found;
 }
 
 /* A rebuild at a frame's first event already holds that frame. */
@@ -556,6 +569,15 @@ static int touches_tool(py_object *callable, py_object *arg0)
     return 0;
 }
 
+/* Whether the callee's PY_START will come straight from this call, with no chance for the caller
+ * to move on first: Py_TYPE(callable) is a Python function or bound method. */
+static int calls_python(py_object *callable)
+{
+    void *type;
+    memcpy(&type, (char *)callable + sizeof(py_ssize_t), sizeof type);
+    return type == py.FunctionType || type == py.MethodType;
+}
+
 /* CALL (code, offset, callable, arg0): fires before every call, Python or C, so the calling
  * frame's line is the line of the call that may allocate. */
 static py_object *on_call(py_object *mod, py_object *const *args, py_ssize_t nargs)
@@ -573,7 +595,7 @@ static py_object *on_call(py_object *mod, py_object *const *args, py_ssize_t nar
             e->line = code_line(args[0], offset);
         else
             py.ErrClear();
-        e->fresh = 1;
+        e->fresh = calls_python(args[2]);
     }
     return none();
 }
@@ -826,31 +848,37 @@ static int find_profile_slot(void)
     return 1;
 }
 
-static py_tracefunc profile_of_this_thread(void)
+static py_tracefunc profile_of(void *ts)
 {
-    return *(py_tracefunc *)((char *)py.ThreadState_Get() + profile_off);
+    return *(py_tracefunc *)((char *)ts + profile_off);
+}
+
+/* Threads that have no profile function get vramtap's; those of another profiler keep theirs. */
+static void arm_threads(void)
+{
+    void *interp = py.ThreadState_GetInterpreter(py.ThreadState_Get());
+    for (void *ts = py.InterpreterState_ThreadHead(interp); ts; ts = py.ThreadState_Next(ts))
+        if (!profile_of(ts) && py.SetProfileOn(ts, on_profile, NULL))
+            py.ErrClear();
 }
 
 static const char *install_profile(void)
 {
     if (!find_profile_slot())
         return "the profile function's place in the thread state was not found";
-    py_tracefunc mine = profile_of_this_thread();
+    py_tracefunc mine = profile_of(py.ThreadState_Get());
     if (mine && mine != on_profile)
         return "another profiler holds this thread's profile function";
     tag_frames = 1;
     atomic_fetch_add(&generation, 1);
-    /* Neither call reaches threads started later: threading hands them over. */
+    /* Threads that exist now are armed below; threading hands over those started later. */
     py_object *g = run_script(threads_src);
     if (g)
         say_error(g);
     else
         vt_log("Python frames: threads started later have none (threading.setprofile failed)");
     py.DecRef(g);
-    if (py_version >= 0x030c && py.SetProfileAllThreads)
-        py.SetProfileAllThreads(on_profile, NULL);
-    else
-        py.SetProfile(on_profile, NULL);
+    arm_threads();
     return NULL;
 }
 
@@ -883,7 +911,7 @@ int vramtap_python_install(void)
     int m = atomic_load(&mech);
     if (m == VT_PY_PROFILE) {
         /* Re-arm this thread if another profiler let go of it; its stack missed events. */
-        if (!profile_of_this_thread()) {
+        if (!profile_of(py.ThreadState_Get())) {
             py.SetProfile(on_profile, NULL);
             if (self)
                 self->gen = 0;
@@ -901,5 +929,6 @@ int vramtap_python_install(void)
         return VT_PY_FAILED;
     }
     atomic_store_explicit(&mech, m, memory_order_release);
+    vt_debug("Python frames: %s", m == VT_PY_MONITORING ? "sys.monitoring" : "profile function");
     return m;
 }

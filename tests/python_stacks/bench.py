@@ -33,6 +33,19 @@ def loop(n):
         s += len("c")
     return s
 
+class Box:
+    @property
+    def prop(self):
+        return 1
+
+def implicit(n):
+    box = Box()
+    s = 0
+    for i in range(n):
+        s += box.prop
+        s += len("c")
+    return s
+
 def pairs(n):
     ptr = ctypes.c_void_p()
     for _ in range(n):
@@ -49,7 +62,7 @@ def best(fn, n):
     return min(t)
 
 N, P = 200000, 20000
-print(best(loop, N) / (N * 4) * 1e9, best(pairs, P) / P * 1e9)
+print(best(loop, N) / (N * 4) * 1e9, best(implicit, N) / (N * 2) * 1e9, best(pairs, P) / P * 1e9)
 """
 
 CONFIGS = (("without vramtap", None), ("vramtap, Python frames off", "off"),
@@ -82,16 +95,14 @@ def main():
         best = {}
         for _ in range(3):
             for name, config in CONFIGS:
-                call, pair = run(python, config)
-                old = best.get(name, (float("inf"), float("inf")))
-                best[name] = (min(old[0], call), min(old[1], pair))
+                got = run(python, config)
+                best[name] = [min(a, b) for a, b in zip(best.get(name, got), got)]
         base = best[CONFIGS[0][0]]
-        print("%s (%s): ns per Python call | ns per cudaMalloc+cudaFree pair via ctypes"
-              % (python, version))
+        print("%s (%s), ns per: Python call | implicit call (property) | cudaMalloc+cudaFree "
+              "pair via ctypes" % (python, version))
         for name, _ in CONFIGS:
-            call, pair = best[name]
-            print("  %-28s %7.1f (%+6.1f) | %8.1f (%+7.1f)" % (
-                name, call, call - base[0], pair, pair - base[1]))
+            print("  %-28s" % name + " | ".join(
+                "%7.1f (%+6.1f)" % (x, x - b) for x, b in zip(best[name], base)))
 
 
 main()

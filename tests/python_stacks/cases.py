@@ -75,6 +75,33 @@ def producer(size):
     yield allocate(size)  # @producer
 
 
+def producer_many(size, n):
+    for k in range(n):
+        yield allocate(size + k)  # @producer_many
+
+
+def method(cls, name):
+    return "%s.%s" % (cls, name) if sys.version_info >= (3, 11) else name
+
+
+class Holder:
+    @property
+    def buffer(self):
+        allocate(1003)  # @property
+
+    def __enter__(self):
+        allocate(1005)  # @enter
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def key(size):
+    allocate(size)  # @key
+    return size
+
+
 def case_nested():
     outer(1000)  # @nested_a
     want(1000, frames(*CHAIN, ("case_nested", "nested_a"), *MAIN))
@@ -87,6 +114,31 @@ def case_nested():
         pass
     want(1002, frames(("allocate", "allocate"), ("producer", "producer"),
                       ("case_nested", "nested_c"), *MAIN))
+    # Callees that start without a call on their caller's line, after the caller moved on.
+    holder = Holder()
+    len("a C call one line above the property")
+    holder.buffer  # @nested_d
+    want(1003, frames(("allocate", "allocate"), (method("Holder", "buffer"), "property"),
+                      ("case_nested", "nested_d"), *MAIN))
+    spread = (1004,)
+    len("a C call one line above f(*args)")
+    inner(*spread)  # @nested_e
+    want(1004, frames(("allocate", "allocate"), ("inner", "inner"), ("case_nested", "nested_e"),
+                      *MAIN))
+    len("a C call one line above the with statement")
+    with holder:  # @nested_f
+        pass
+    want(1005, frames(("allocate", "allocate"), (method("Holder", "__enter__"), "enter"),
+                      ("case_nested", "nested_f"), *MAIN))
+    sorted([1006, 1007], key=key)  # @nested_g
+    for size in (1006, 1007):
+        want(size, frames(("allocate", "allocate"), ("key", "key"), ("case_nested", "nested_g"),
+                          *MAIN))
+    for _ in producer_many(1010, 2):  # @nested_h
+        len("a C call in the loop body, below the for")
+    for size in (1010, 1011):
+        want(size, frames(("allocate", "allocate"), ("producer_many", "producer_many"),
+                          ("case_nested", "nested_h"), *MAIN))
 
 
 def thread_body(size):
@@ -99,6 +151,23 @@ def case_thread():
     t.join()
     # Below thread_body come threading's own frames, which differ between versions.
     want(2000, frames(*CHAIN, ("thread_body", "thread_body")), whole=False)
+
+
+def waiting_body(go, size):
+    go.wait()
+    outer(size)  # @waiting_body
+
+
+EARLY = {}
+
+
+def case_thread_before_install():
+    """A thread already running Python when vramtap installs (check.py runs it with -S so that
+    no bootstrap installs first)."""
+    thread, go = EARLY["thread"]
+    go.set()
+    thread.join()
+    want(2100, frames(*CHAIN, ("waiting_body", "waiting_body")), whole=False)
 
 
 def case_native_thread():
@@ -199,6 +268,10 @@ def main():
         for i in (3, 4, 5):
             if sys.monitoring.get_tool(i) is None:
                 sys.monitoring.use_tool_id(i, "test")
+    if case == "thread_before_install":
+        go = threading.Event()
+        EARLY["thread"] = (threading.Thread(target=waiting_body, args=(go, 2100)), go)
+        EARLY["thread"][0].start()
     fn = globals()["case_" + case]
     args = ()
     if case != "off":
