@@ -43,7 +43,8 @@ static int by_signature(const void *pa, const void *pb)
     return strcmp(((const sig_total *)pa)->signature, ((const sig_total *)pb)->signature);
 }
 
-/* The bytes of one device by signature, sorted by signature, duplicates merged. */
+/* The bytes of one device by signature, sorted by signature, duplicates merged. The sites
+ * are loaded. */
 static int totals(vt_snapshot *s, const vt_bill *bill, sig_total **out, size_t *nout, vt_err *err)
 {
     size_t n = bill ? bill->nsites_all : 0, m = 0;
@@ -54,10 +55,6 @@ static int totals(vt_snapshot *s, const vt_bill *bill, sig_total **out, size_t *
     }
     for (size_t i = 0; i < n; i++) {
         const vt_site_total *st = &bill->top_all[i];
-        if (st->site >= 0 && vt_site_load(s, (size_t)st->site, err)) {
-            free(t);
-            return -1;
-        }
         t[i] = (sig_total){st->site >= 0 ? s->sites[st->site].signature : "", st->site, st->bytes};
     }
     qsort(t, n, sizeof *t, by_signature);
@@ -462,7 +459,8 @@ int vt_cmd_diff(int argc, char **argv)
         return 2;
     }
     int rc = 0;
-    if (build(&la, &lb, &o, &devs, &ndevs, &err)) {
+    if (vt_sites_load_all(&la.snap, &err) || vt_sites_load_all(&lb.snap, &err) ||
+        build(&la, &lb, &o, &devs, &ndevs, &err)) {
         fprintf(stderr, "vramtap diff: %s\n", err.msg);
         rc = 2;
     } else {

@@ -7,13 +7,8 @@ int vt_print_folded(FILE *out, vt_loaded *l, vt_err *err)
 {
     vt_snapshot *s = &l->snap;
     /* every stack is read before the first line, so a bad one leaves no half output */
-    for (size_t b = 0; b < l->nbills; b++)
-        for (int c = 0; c < VT_NCATS; c++)
-            for (size_t i = 0; i < l->bills[b].nsites_in[c]; i++) {
-                int32_t site = l->bills[b].top[c][i].site;
-                if (site >= 0 && vt_site_load(s, (size_t)site, err))
-                    return -1;
-            }
+    if (vt_sites_load_all(s, err))
+        return -1;
     char name[1024];
     for (size_t b = 0; b < l->nbills; b++) {
         const vt_bill *bill = &l->bills[b];

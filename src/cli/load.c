@@ -661,32 +661,70 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     return 0;
 }
 
-static int parse_alloc(const alloc_ctx *c, size_t i, vt_alloc *a, vt_err *err)
+static int parse_alloc(void *ctx, size_t i, vt_err *err)
 {
+    const alloc_ctx *c = ctx;
     json_t *o = parse_piece(c->s, c->spans[i], err);
     if (!o)
         return -1;
-    int r = alloc_fields(c, o, a, err);
+    int r = alloc_fields(c, o, &c->s->allocs[i], err);
     json_decref(o);
     return r ? fail_at(c->s, err, "allocations[%zu]", i) : 0;
 }
 
+/* --- work over many elements, on every CPU ---------------------------------------------- */
+
+typedef int (*element_fn)(void *ctx, size_t i, vt_err *err);
+
 typedef struct {
-    const alloc_ctx *c;
-    vt_alloc *out;
+    element_fn fn;
+    void *ctx;
     size_t from, to, failed_at;
     vt_err err;
-} alloc_job;
+} share;
 
-static void *parse_allocs(void *arg)
+static void *run_share(void *arg)
 {
-    alloc_job *j = arg;
-    for (size_t i = j->from; i < j->to; i++)
-        if (parse_alloc(j->c, i, &j->out[i], &j->err)) {
-            j->failed_at = i;
+    share *sh = arg;
+    for (size_t i = sh->from; i < sh->to; i++)
+        if (sh->fn(sh->ctx, i, &sh->err)) {
+            sh->failed_at = i;
             break;
         }
     return NULL;
+}
+
+/* fn(ctx, i) for every i < n, in contiguous shares on as many threads as there are CPUs; fn
+ * must touch only what belongs to element i. On failure, the error of the lowest failing i. */
+static int parallel_for(size_t n, element_fn fn, void *ctx, vt_err *err)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t nthreads = n < PARALLEL_MIN || cpus < 2 ? 1
+                      : cpus > MAX_THREADS         ? MAX_THREADS
+                                                   : (size_t)cpus;
+    share shares[MAX_THREADS];
+    pthread_t threads[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    for (size_t t = 0; t < nthreads; t++) {
+        shares[t] = (share){fn, ctx, n * t / nthreads, n * (t + 1) / nthreads, SIZE_MAX, {{0}}};
+        /* The first share runs here; a thread that cannot start runs here too. */
+        if (t > 0)
+            started[t] = pthread_create(&threads[t], NULL, run_share, &shares[t]) == 0;
+    }
+    run_share(&shares[0]);
+    for (size_t t = 1; t < nthreads; t++) {
+        if (started[t])
+            pthread_join(threads[t], NULL);
+        else
+            run_share(&shares[t]);
+    }
+    /* Shares are in index order, so the first failing share holds the lowest failure. */
+    for (size_t t = 0; t < nthreads; t++)
+        if (shares[t].failed_at != SIZE_MAX) {
+            *err = shares[t].err;
+            return -1;
+        }
+    return 0;
 }
 
 /* A big member must be an array; parsing it says what it is instead. */
@@ -720,33 +758,8 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
         return -1;
     }
 
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t nthreads = n < PARALLEL_MIN || cpus < 2 ? 1
-                      : cpus > MAX_THREADS         ? MAX_THREADS
-                                                   : (size_t)cpus;
-    alloc_job jobs[MAX_THREADS];
-    pthread_t threads[MAX_THREADS];
-    bool started[MAX_THREADS] = {false};
-    for (size_t t = 0; t < nthreads; t++) {
-        jobs[t] =
-            (alloc_job){&c, s->allocs, n * t / nthreads, n * (t + 1) / nthreads, SIZE_MAX, {{0}}};
-        /* The first share runs here; a thread that cannot start runs here too. */
-        if (t > 0)
-            started[t] = pthread_create(&threads[t], NULL, parse_allocs, &jobs[t]) == 0;
-    }
-    parse_allocs(&jobs[0]);
-    for (size_t t = 1; t < nthreads; t++) {
-        if (started[t])
-            pthread_join(threads[t], NULL);
-        else
-            parse_allocs(&jobs[t]);
-    }
-    /* Shares are in file order, so the first failing share holds the first bad allocation. */
-    for (size_t t = 0; t < nthreads; t++)
-        if (jobs[t].failed_at != SIZE_MAX) {
-            *err = jobs[t].err;
-            return -1;
-        }
+    if (parallel_for(n, parse_alloc, &c, err))
+        return -1;
 
     for (size_t i = 0; i < n; i++) {
         vt_device *dev = &s->devices[device_index[s->allocs[i].device]];
@@ -834,6 +847,16 @@ static int site_fields(vt_site *site, size_t i, json_t *o, vt_err *err)
         if (frame_fields(json_array_get(frames, f), &site->frames[f], err))
             return fail_in(err, "frames[%zu]", f);
     return 0;
+}
+
+static int load_site(void *s, size_t i, vt_err *err)
+{
+    return vt_site_load(s, i, err);
+}
+
+int vt_sites_load_all(vt_snapshot *s, vt_err *err)
+{
+    return parallel_for(s->nsites, load_site, s, err);
 }
 
 int vt_site_load(vt_snapshot *s, size_t i, vt_err *err)

@@ -140,6 +140,8 @@ void vt_snapshot_free(vt_snapshot *snap);
 const vt_device *vt_snapshot_device(const vt_snapshot *snap, int device);
 /* Parses site i on first use; -1 with err when its text is not a valid site. */
 int vt_site_load(vt_snapshot *snap, size_t i, vt_err *err);
+/* Parses every site, on every CPU (folded stacks and diffs need them all). */
+int vt_sites_load_all(vt_snapshot *snap, vt_err *err);
 
 /* --- classify.c: DESIGN.md's category table --------------------------------------------- */
 
