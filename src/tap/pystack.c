@@ -443,17 +443,23 @@ static int caller_line(py_entry *e, py_object *code)
     return found;
 }
 
-/* A rebuild at a frame's first event already holds that frame. */
+/* The frame `tag` starts or resumes, and the shadow stack below it is not to be trusted: rebuilt
+ * at the frame's first event, the stack already holds the frame. */
+static void rebuild_with(py_thread *t, const void *tag, py_object *code)
+{
+    rebuild(t);
+    py_entry *e = top(t);
+    if (t->depth <= PY_CAP && !(e && e->tag == tag))
+        push(t, tag, code);
+}
+
 static void enter(py_thread *t, const void *tag, py_object *code)
 {
     py_entry *e = stale(t) ? NULL : top(t);
-    if (stale(t) || (e && !tag_frames && !e->fresh && !caller_line(e, code))) {
-        rebuild(t);
-        e = top(t);
-        if (t->depth > PY_CAP || (e && e->tag == tag))
-            return;
-    }
-    push(t, tag, code);
+    if (stale(t) || (e && !e->fresh && !caller_line(e, code)))
+        rebuild_with(t, tag, code);
+    else
+        push(t, tag, code);
 }
 
 /* The frame `tag` returns, yields or unwinds. */
@@ -510,25 +516,23 @@ static int on_profile(py_object *obj, py_object *frame, int what, py_object *arg
         py_entry *e = running(t, frame);
         if (e)
             e->line = frame_line(frame);
-    } else if (!stale(t)) {
+    } else {
         /* A profile function gets no event for a Python-to-Python call in the caller, so the
          * caller's line is read here, from the frame below the new one. */
-        py_object *back = py.FrameGetBack(frame);
-        py_entry *e = top(t);
-        int in_step = t->depth > PY_CAP || (e ? e->tag == back : !back);
-        if (in_step && e)
-            e->line = frame_line(back);
-        py.DecRef(back);
-        if (in_step) {
-            py_object *code = py.FrameGetCode(frame);
-            push(t, frame, code);
-            py.DecRef(code);
-        } else {
-            rebuild(t);
+        int in_step = 0;
+        if (!stale(t)) {
+            py_object *back = py.FrameGetBack(frame);
+            py_entry *e = top(t);
+            in_step = t->depth > PY_CAP || (e ? e->tag == back : !back);
+            if (in_step && e)
+                e->line = frame_line(back);
+            py.DecRef(back);
         }
-    } else {
         py_object *code = py.FrameGetCode(frame);
-        enter(t, frame, code);
+        if (in_step)
+            push(t, frame, code);
+        else
+            rebuild_with(t, frame, code);
         py.DecRef(code);
     }
     return 0;
@@ -600,8 +604,8 @@ static py_object *on_call(py_object *mod, py_object *const *args, py_ssize_t nar
     return none();
 }
 
-/* threading calls it as the profile function of each thread it starts (before 3.12 nothing else
- * reaches threads started later); it hands the thread over to the C profile function. */
+/* threading calls it as the profile function of each thread it starts (nothing else reaches
+ * threads started after install); it hands the thread over to the C profile function. */
 static py_object *on_thread(py_object *mod, py_object *const *args, py_ssize_t nargs)
 {
     (void)mod;
