@@ -9,11 +9,11 @@
 #define FRAME_CHARS 72
 
 /* Frames of the Python runtime and installed packages (torch, transformers, ...): the user
- * wants to see their own code first. */
+ * wants to see their own code first. Traces imported from Windows use backslashes. */
 static bool library_file(const char *file)
 {
-    return file && (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
-                    strstr(file, "/lib/python3") || file[0] == '<');
+    return file && (strstr(file, "site-packages") || strstr(file, "dist-packages") ||
+                    strstr(file, "/lib/python3") || strstr(file, "\\Lib\\") || file[0] == '<');
 }
 
 /* Frames inside the CUDA libraries and vramtap say only that memory was allocated. */
@@ -30,18 +30,21 @@ static bool cuda_module(const char *module)
     return false;
 }
 
+static bool separator(char c)
+{
+    return c == '/' || c == '\\';
+}
+
 /* The last two components of a path: enough to tell modules/linear.py from a user's linear.py. */
 static const char *short_path(const char *file)
 {
     if (!file)
         return "?";
-    const char *last = strrchr(file, '/');
-    if (!last)
-        return file;
-    const char *p = last;
-    while (p > file && p[-1] != '/')
+    const char *p = file + strlen(file);
+    int seen = 0;
+    while (p > file && !(separator(p[-1]) && ++seen == 2))
         p--;
-    return p > file ? p : file;
+    return p;
 }
 
 /* Cuts buf to at most max bytes without splitting a UTF-8 sequence, ending it in "...". */

@@ -136,6 +136,21 @@ def case_no_markers():
         failures.append("a run without markers shows no category it cannot know:\n" + out)
 
 
+def case_imported():
+    r = report(d("imported.json"))
+    eq((r["kind"], r["pid"], r["command"]), ("import", None, []), "an imported snapshot")
+    dev = r["devices"][0]
+    eq(dev["categories"], cats(parameters=100 * MiB, activations=48 * MiB), "categories")
+    eq(dev["levels"], {"tensors": 148 * MiB, "reserved": None, "reserved_source": None, "used": None}, "levels")
+    # Windows paths: the innermost frame names the operation, then the user's own frames
+    eq(dev["top_sites"]["activations"][0]["label"],
+       "torch\\functional.py:373 einsum < work\\model.py:39 attention < work\\train.py:80 main", "label")
+    out = run("report", d("imported.json")).stdout
+    has(out, "(imported from a PyTorch trace)", "title")
+    has(out, "    allocator reserved              - not recorded\n", "no reserved figure")
+    has(out, "    device used                     - not sampled\n", "no device figure")
+
+
 # --- out of memory ------------------------------------------------------------------------
 
 def case_postmortem():
