@@ -261,18 +261,22 @@ static void print_mode_notes(FILE *out, const vt_loaded *l)
             s->pytorch_mode_reason ? s->pytorch_mode_reason : "",
             s->pytorch_mode_reason ? ")" : "");
     } else if (!s->phase_markers) {
-        fprintf(out,
-                "\n  %sno phase markers%s in this run, so nothing is guessed: memory alive at the "
-                "end is\n  'unattributed (persistent)', the rest 'unattributed (transient)'. To "
-                "split it into parameters,\n  gradients, optimizer state, activations and "
-                "temporaries, mark the phases with one of:\n"
-                "    - the C API in include/vramtap.h: vramtap_begin(VRAMTAP_FORWARD) ... "
-                "vramtap_end(VRAMTAP_FORWARD),\n      the same for VRAMTAP_BACKWARD and "
-                "VRAMTAP_OPTIMIZER\n"
-                "    - NVTX ranges named forward, backward and optimizer\n"
-                "    - 'vramtap run -- python train.py' for PyTorch: the phases are marked for "
-                "you\n",
-                vt_on(VT_STYLE_WARN), vt_off());
+        char text[400];
+        snprintf(text, sizeof text,
+                 "%sno phase markers%s in this %s, so nothing is guessed: memory alive at the end "
+                 "is 'unattributed (persistent)', the rest 'unattributed (transient)'. To split it "
+                 "into parameters, gradients, optimizer state, activations and temporaries, mark "
+                 "the phases with one of:",
+                 vt_on(VT_STYLE_WARN), vt_off(),
+                 s->kind == VT_SNAP_IMPORT ? "imported trace" : "run");
+        fputc('\n', out);
+        vt_print_wrapped(out, fprintf(out, "  "), 2, text);
+        fputs("    - the C API in include/vramtap.h: vramtap_begin(VRAMTAP_FORWARD) ... "
+              "vramtap_end(VRAMTAP_FORWARD),\n      the same for VRAMTAP_BACKWARD and "
+              "VRAMTAP_OPTIMIZER\n"
+              "    - NVTX ranges named forward, backward and optimizer\n"
+              "    - 'vramtap run -- python train.py' for PyTorch: the phases are marked for you\n",
+              out);
     }
 }
 
@@ -461,8 +465,15 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
         vt_print_categories(out, s, bill);
     }
     print_levels(out, bill);
-    if (!bill->native && s->phase_markers && bill->cat_bytes[VT_CAT_PARAMETERS] > 0)
-        print_checks(out, bill);
+    if (!bill->native && s->phase_markers && bill->cat_bytes[VT_CAT_PARAMETERS] > 0) {
+        /* ratios of zero say nothing about an inference run: say what they would mean */
+        if (bill->cat_bytes[VT_CAT_GRADIENTS] || bill->cat_bytes[VT_CAT_OPTIMIZER_STATE])
+            print_checks(out, bill);
+        else
+            fprintf(out,
+                    "\n  no gradients and no optimizer state were live at the peak: an inference "
+                    "run, or the\n  peak came before the first backward\n");
+    }
     print_sites(out, s, bill);
 }
 

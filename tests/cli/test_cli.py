@@ -149,6 +149,8 @@ def case_imported():
     has(out, "(imported from a PyTorch trace)", "title")
     has(out, "    allocator reserved              - not recorded\n", "no reserved figure")
     has(out, "    device used                     - not sampled\n", "no device figure")
+    has(out, "  no gradients and no optimizer state were live at the peak: an inference run", "no checks")
+    eq("checks" in out, False, "ratios of zero are not shown as checks")
 
 
 # --- out of memory ------------------------------------------------------------------------
