@@ -58,7 +58,7 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
     optind = 1;
     int c;
     long v;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             o->json = true;
@@ -83,6 +83,10 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
         case 'h':
             usage_fn(stdout);
             return -2;
+        case ':':
+            fprintf(stderr, "vramtap %s: '%s' needs a value (try 'vramtap %s --help')\n", argv[0],
+                    argv[optind - 1], argv[0]);
+            return -1;
         default:
             goto unknown;
         }
@@ -93,12 +97,10 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
     }
     return optind;
 unknown:
-    if (optopt && c == '?' && argv[optind - 1][1] != '-')
+    /* an unknown short option is known by optopt, a long one only by its argument */
+    if (c == '?' && optopt)
         fprintf(stderr, "vramtap %s: unknown option '-%c' (try 'vramtap %s --help')\n", argv[0],
                 optopt, argv[0]);
-    else if (c == '?' && optopt)
-        fprintf(stderr, "vramtap %s: '%s' needs a value (try 'vramtap %s --help')\n", argv[0],
-                argv[optind - 1], argv[0]);
     else
         fprintf(stderr, "vramtap %s: unknown option '%s' (try 'vramtap %s --help')\n", argv[0],
                 argv[optind - 1], argv[0]);
