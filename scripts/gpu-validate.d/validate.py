@@ -1,0 +1,1415 @@
+"""scripts/gpu-validate's driver (stdlib only): builds what it needs, runs the CUDA C program and
+the PyTorch workload under vramtap and plainly, holds vramtap's snapshots and reports to the
+programs' own accounts and to PyTorch's own figures, and writes the report.
+
+Run it through scripts/gpu-validate (which picks the Python that has torch); see
+docs/validation/README.md for the options and the device command line.
+
+Every figure in the report is computed here from what the runs wrote; tolerances are stated
+next to the check that uses them. A check is one of:
+  exact      must be equal; a failure makes the exit status 1
+  tolerance  equal within a stated bound and reason; reported, does not change the exit status
+  info       a figure shown side by side, no verdict
+"""
+
+import argparse
+import datetime
+import glob
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WORKLOAD = os.path.join(HERE, "workload.py")
+ROUTES_C = os.path.join(HERE, "routes.c")
+MiB = 1 << 20
+
+SECTIONS = ["versions", "cuda", "tensor", "native", "tools", "oom"]
+SECTION_TITLES = {
+    "versions": "1. Machine and versions",
+    "cuda": "2. CUDA C: every route, dynamic and static runtime",
+    "tensor": "3. PyTorch, tensor mode (fp32 and bf16 autocast)",
+    "native": "4. PyTorch, native allocator (reserved memory)",
+    "tools": "5. Against PyTorch's own tools",
+    "oom": "6. Out of memory",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def fmt_bytes(n):
+    if n is None:
+        return "n/a"
+    if not isinstance(n, int):
+        return str(n)
+    sign = "-" if n < 0 else ""
+    a = abs(n)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if a >= size:
+            return "%s%s B (%s%.2f %s)" % (sign, format(a, ","), sign, a / size, unit)
+    return "%s%s B" % (sign, format(a, ","))
+
+
+def md_escape(s):
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        out.append("| " + " | ".join(md_escape(c) for c in r) + " |")
+    return "\n".join(out) + "\n"
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def round_up(n, g):
+    return -(-n // g) * g
+
+
+def addr_int(a):
+    if a is None:
+        return None
+    return int(a, 16) if isinstance(a, str) else int(a)
+
+
+class Checks:
+    def __init__(self):
+        self.items = []
+
+    def add(self, section, name, expected, got, kind="exact", ok=None, note="", status=None):
+        """ok None: compare expected == got. status overrides (skipped, n/a, info)."""
+        if status is None:
+            if kind == "info":
+                status = "info"
+            else:
+                if ok is None:
+                    ok = expected == got
+                status = "pass" if ok else ("FAIL" if kind == "exact" else "outside tolerance")
+        item = {"section": section, "name": name, "expected": expected, "got": got,
+                "kind": kind, "status": status, "note": note}
+        self.items.append(item)
+        return item
+
+    def skip(self, section, name, why, kind="exact"):
+        return self.add(section, name, None, None, kind=kind, status="skipped", note=why)
+
+    def of(self, section):
+        return [c for c in self.items if c["section"] == section]
+
+    def exact_failures(self):
+        return [c for c in self.items if c["kind"] == "exact" and c["status"] == "FAIL"]
+
+
+class Runner:
+    """Runs commands with logs in the work directory and a deadline for the whole validation."""
+
+    def __init__(self, work, budget_s):
+        self.work = work
+        self.logs = os.path.join(work, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.deadline = time.monotonic() + budget_s
+        self.started = time.monotonic()
+
+    def left(self):
+        return self.deadline - time.monotonic()
+
+    def run(self, name, cmd, env=None, timeout=300, cwd=None):
+        timeout = max(5, min(timeout, self.left()))
+        log = os.path.join(self.logs, name + ".log")
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=timeout)
+            rc, out = p.returncode, p.stdout
+        except subprocess.TimeoutExpired as e:
+            rc, out = "timeout after %ds" % timeout, e.stdout or b""
+        except OSError as e:
+            rc, out = "could not start: %s" % e, b""
+        text = out.decode("utf-8", "replace")
+        with open(log, "w") as f:
+            f.write("$ %s\n%s" % (" ".join(map(str, cmd)), text))
+        return {"rc": rc, "seconds": round(time.monotonic() - t0, 2), "log": log,
+                "tail": "\n".join(text.strip().splitlines()[-15:])}
+
+
+def clean_env(extra=None):
+    """The environment without anything that would change what vramtap or PyTorch do."""
+    drop = ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NVTX_INJECTION64_PATH",
+            "XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_GPU_ALLOCATOR",
+            "CUDA_LAUNCH_BLOCKING")
+    env = {k: v for k, v in os.environ.items()
+           if k not in drop and not k.startswith(("VRAMTAP_", "STANDIN_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# Build and discovery
+
+
+def find_cuda(python, dry):
+    """Where the CUDA headers, the dynamic and static runtime and libcuda (for -lcuda) are. The
+    toolkit may be in /usr/local/cuda, $CUDA_HOME, or only in PyTorch's nvidia wheels."""
+    prefixes = []
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
+        if os.environ.get(var):
+            prefixes.append(os.environ[var])
+    prefixes.append("/usr/local/cuda")
+    prefixes += sorted(glob.glob("/usr/local/cuda-*"), reverse=True)
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    try:
+        out = subprocess.run([python, "-c", "import nvidia, sys; print('\\n'.join(nvidia.__path__))"],
+                             capture_output=True, text=True, timeout=60).stdout
+        for d in out.split():
+            prefixes += [os.path.join(d, x) for x in sorted(os.listdir(d))
+                         if os.path.isdir(os.path.join(d, x))]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = {"prefixes_searched": prefixes}
+
+    def first(patterns):
+        for p in prefixes:
+            for pat in patterns:
+                hits = sorted(glob.glob(os.path.join(p, pat)))
+                if hits:
+                    return hits[0]
+        return None
+
+    inc = first(["include/cuda.h", "targets/*/include/cuda.h"])
+    found["include"] = os.path.dirname(inc) if inc else None
+    found["cudart_shared"] = first(["lib64/libcudart.so", "lib/libcudart.so",
+                                    "targets/*/lib/libcudart.so", "lib64/libcudart.so.1[0-9]",
+                                    "lib/libcudart.so.1[0-9]", "lib/libcudart.so.*"])
+    found["cudart_static"] = first(["lib64/libcudart_static.a", "lib/libcudart_static.a",
+                                    "targets/*/lib/libcudart_static.a"])
+    libcuda = None
+    if not dry:
+        # The real driver (its soname is what the program will load) or else the toolkit's stub.
+        cands = ["/usr/local/nvidia/lib64/libcuda.so.1", "/usr/local/nvidia/lib/libcuda.so.1",
+                 "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
+                 "/usr/lib/libcuda.so.1"]
+        try:
+            out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True,
+                                 timeout=30).stdout
+            cands = [l.split("=>")[-1].strip() for l in out.splitlines()
+                     if "libcuda.so.1 " in l] + cands
+        except (OSError, subprocess.SubprocessError):
+            pass
+        libcuda = next((c for c in cands if os.path.exists(c)), None) or first(
+            ["lib64/stubs/libcuda.so", "lib/stubs/libcuda.so", "targets/*/lib/stubs/libcuda.so"])
+    found["libcuda"] = libcuda
+    found["nvcc"] = nvcc
+    return found
+
+
+def tool_cmd(name, python):
+    """`meson` or `ninja` as a command: on PATH, beside the Python (a venv's bin), or its module."""
+    exe = shutil.which(name) or shutil.which(name, path=os.path.dirname(python))
+    if exe:
+        return [exe]
+    module = {"meson": "mesonbuild.mesonmain", "ninja": "ninja"}[name]
+    probe = subprocess.run([python, "-c", "import " + module.split(".")[0]], capture_output=True)
+    return [python, "-m", module] if probe.returncode == 0 else None
+
+
+def verify_build(d):
+    """The two binaries of a build directory, if they exist and can load here."""
+    lib = os.path.join(d, "src", "tap", "libvramtap.so")
+    cli = os.path.join(d, "src", "cli", "vramtap")
+    if not (os.path.exists(lib) and os.path.exists(cli)):
+        return None, "no libvramtap.so or vramtap in %s" % d
+    for obj in (lib, cli):
+        try:
+            out = subprocess.run(["ldd", obj], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        missing = [l.split()[0] for l in out.splitlines() if "not found" in l]
+        if missing:
+            return None, "%s needs %s, not found here" % (os.path.basename(obj), ", ".join(missing))
+    p = subprocess.run([cli, "--version"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, "%s --version failed: %s" % (cli, p.stderr.strip())
+    return {"dir": d, "lib": lib, "cli": cli, "version": p.stdout.strip(),
+            "standin": os.path.join(d, "tests", "standin")}, None
+
+
+def build_vramtap(ctx, dry):
+    """Use --build, else build here (release; plus the stand-in in a dry run), else fall back to
+    a build carried along in build-validate-carry."""
+    notes = []
+    if ctx.args.build:
+        b, why = verify_build(os.path.abspath(ctx.args.build))
+        if b:
+            b["how"] = "given with --build"
+            return b, notes
+        notes.append("--build %s unusable: %s" % (ctx.args.build, why))
+    bdir = os.path.join(ROOT, "build-validate" if dry else "build-gpu-validate")
+    meson, ninja = tool_cmd("meson", ctx.python), tool_cmd("ninja", ctx.python)
+    env = clean_env({"PATH": os.path.dirname(ctx.python) + os.pathsep + os.environ.get("PATH", "")})
+    if meson and ninja:
+        ok = True
+        if not os.path.exists(os.path.join(bdir, "build.ninja")):
+            shutil.rmtree(bdir, ignore_errors=True)  # a setup that failed earlier
+            opts = ["-Dbuildtype=release"] if not dry else []
+            if ctx.cuda.get("include"):
+                opts.append("-Dcudaheaders=" + ctx.cuda["include"])
+            r = ctx.runner.run("build-setup", meson + ["setup", bdir] + opts, env=env, cwd=ROOT,
+                               timeout=300)
+            ok = r["rc"] == 0
+            if not ok:
+                notes.append("meson setup failed (%s): %s" % (r["rc"], r["tail"][-600:]))
+        if ok:
+            targets = ["src/tap/libvramtap.so", "src/cli/vramtap"]
+            if dry:
+                targets += ["tests/standin/libcuda.so.1", "tests/standin/libcudart.so.13"]
+            r = ctx.runner.run("build", ninja + ["-C", bdir] + targets, env=env, timeout=600)
+            if r["rc"] != 0:
+                notes.append("ninja failed (%s): %s" % (r["rc"], r["tail"][-600:]))
+            else:
+                b, why = verify_build(bdir)
+                if b:
+                    b["how"] = "built here in %s" % os.path.relpath(bdir, ROOT)
+                    return b, notes
+                notes.append(why)
+    else:
+        notes.append("meson or ninja not found")
+    carry = CARRY
+    if os.path.isdir(carry):
+        b, why = verify_build(carry)
+        if b:
+            b["how"] = "carried along in build-validate-carry (the build here failed)"
+            return b, notes
+        notes.append("build-validate-carry unusable: %s" % why)
+    return None, notes
+
+
+CARRY = os.path.join(ROOT, "build-validate-carry")
+# Libraries the two binaries need that a CUDA/PyTorch image may lack; the rest (libc, libm, libz,
+# liblzma) every distribution has.
+CARRY_LIBS = re.compile(r"^lib(jansson|unwind)[.-]")
+
+
+def prepare_carry(python):
+    """Build a release vramtap here to carry to the device, in build-validate-carry (ignored by
+    git as /build*/): the two binaries look for libjansson and libunwind in ../../deps first
+    (RUNPATH $ORIGIN/../../deps), where copies of this machine's are put."""
+    meson, ninja = tool_cmd("meson", python), tool_cmd("ninja", python)
+    if not (meson and ninja):
+        print("gpu-validate: meson and ninja are needed", file=sys.stderr)
+        return 2
+    shutil.rmtree(CARRY, ignore_errors=True)
+    cuda = find_cuda(python, True)
+    opts = ["-Dbuildtype=release", "-Dc_link_args=-Wl,-rpath,$ORIGIN/../../deps"]
+    if cuda.get("include"):
+        opts.append("-Dcudaheaders=" + cuda["include"])
+    for cmd in (meson + ["setup", CARRY] + opts,
+                ninja + ["-C", CARRY, "src/tap/libvramtap.so", "src/cli/vramtap"]):
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(p.stdout[-2000:] + p.stderr[-2000:], file=sys.stderr)
+            return 2
+    deps = os.path.join(CARRY, "deps")
+    os.makedirs(deps, exist_ok=True)
+    for obj in ("src/tap/libvramtap.so", "src/cli/vramtap"):
+        out = subprocess.run(["ldd", os.path.join(CARRY, obj)], capture_output=True,
+                             text=True).stdout
+        for line in out.splitlines():
+            m = re.match(r"\s*(\S+) => (\S+)", line)
+            if m and CARRY_LIBS.match(m.group(1)):
+                shutil.copy2(os.path.realpath(m.group(2)), os.path.join(deps, m.group(1)))
+    b, why = verify_build(CARRY)
+    if not b:
+        print("gpu-validate: the carried build does not run here: %s" % why, file=sys.stderr)
+        return 2
+    size = sum(os.lstat(os.path.join(d, f)).st_size for d, _, fs in os.walk(CARRY) for f in fs)
+    print("gpu-validate: %s ready (%s; deps: %s)" % (os.path.relpath(CARRY, ROOT),
+                                                    fmt_bytes(size), ", ".join(os.listdir(deps))))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# vramtap's outputs
+
+
+def find_snapshots(out_dir):
+    snaps = sorted(f for f in glob.glob(os.path.join(out_dir, "vramtap.*.json")) if ".oom" not in f)
+    ooms = sorted(glob.glob(os.path.join(out_dir, "vramtap.*.oom*.json")),
+                  key=lambda f: int(re.search(r"\.oom(\d+)\.json$", f).group(1)))
+    return snaps, ooms
+
+
+def report_json(ctx, path, name):
+    r = ctx.runner.run(name, [ctx.build["cli"], "report", "--json", path], timeout=120)
+    if r["rc"] != 0:
+        return None, "vramtap report --json exited %s: %s" % (r["rc"], r["tail"][-400:])
+    with open(r["log"]) as f:
+        text = f.read().split("\n", 1)[1]
+    try:
+        return json.loads(text), None
+    except ValueError as e:
+        return None, "vramtap report --json: not JSON (%s)" % e
+
+
+def subset_categories(ctx, snap, groups, tag):
+    """vramtap's own classifier on groups of the allocations live at the peak: each group is
+    written as a copy of the snapshot holding only its allocations and reported on. (The
+    classifier looks at one allocation at a time: its birth, death and the run's last step.)"""
+    out = {}
+    for gname, allocs in groups.items():
+        if not allocs:
+            out[gname] = None
+            continue
+        doc = dict(snap)
+        doc["allocations"] = allocs
+        path = os.path.join(ctx.runner.work, "subset-%s-%s.json" % (tag, gname))
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        rep, err = report_json(ctx, path, "report-subset-%s-%s" % (tag, gname))
+        dev = (rep or {}).get("devices") or [{}]
+        out[gname] = dev[0].get("categories") if rep else {"error": err}
+    return out
+
+
+# Frames that say nothing about who allocated: CUDA itself, the FFI and the interpreter.
+PLUMBING = re.compile(r"^(libcuda|libcudart|libffi|_ctypes|python\d|libpython|libc\.so|ld-linux"
+                      r"|libvramtap)")
+
+
+def site_label(snap, site_index):
+    """A short name for an allocation's stack: its innermost two native frames outside CUDA and
+    the interpreter, and its innermost Python frame."""
+    if site_index is None:
+        return "(no stack)"
+    sites = snap.get("sites") or []
+    if not 0 <= site_index < len(sites):
+        return "(site %s)" % site_index
+    native, python = [], None
+    for fr in sites[site_index].get("frames", []):
+        if fr.get("type") == "python":
+            if python is None:
+                python = "%s:%s %s" % (os.path.basename(fr.get("file", "?")), fr.get("line"),
+                                       fr.get("function"))
+        elif len(native) < 2 and not PLUMBING.match(fr.get("module") or "?"):
+            sym = fr.get("symbol") or fr.get("offset") or "?"
+            native.append("%s!%s" % (fr.get("module"), sym if len(sym) <= 70 else sym[:67] + "..."))
+    parts = native + ([python] if python else [])
+    return " < ".join(parts) or "(only CUDA and interpreter frames)"
+
+
+def explain_rounding(sizes, target):
+    """The allocation granularity g (if any) for which the sizes rounded up to g add up exactly
+    to `target`: how a pool that rounds each request accounts the same live set."""
+    for g in (1, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536, 2 * MiB):
+        if sum(round_up(s, g) for s in sizes) == target:
+            return g
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+
+
+def section_versions(ctx):
+    v = ctx.raw.setdefault("versions", {})
+    smi = shutil.which("nvidia-smi")
+    if smi and not ctx.dry:
+        r = ctx.runner.run("nvidia-smi", [smi, "--query-gpu=name,memory.total,driver_version,"
+                                          "pci.bus_id", "--format=csv,noheader"], timeout=60)
+        v["nvidia_smi"] = r["tail"] if r["rc"] == 0 else "not available (%s)" % r["rc"]
+        r = ctx.runner.run("nvidia-smi-full", [smi], timeout=60)
+        m = re.search(r"CUDA Version:\s*([\d.]+)", r["tail"] + open(r["log"]).read())
+        v["driver_cuda_version"] = m.group(1) if m else None
+    else:
+        v["nvidia_smi"] = "not available" + (" (dry run)" if ctx.dry else "")
+    r = ctx.runner.run("uname", ["uname", "-srm"], timeout=30)
+    v["kernel"] = r["tail"]
+    for tool, cmd in (("cc", ["cc", "--version"]), ("nvcc", ["nvcc", "--version"])):
+        if shutil.which(cmd[0]):
+            r = ctx.runner.run("version-" + tool, cmd, timeout=60)
+            lines = [l for l in r["tail"].splitlines() if l.strip()]
+            v[tool] = lines[-1] if tool == "nvcc" and lines else (lines[0] if lines else None)
+        else:
+            v[tool] = "not installed"
+    v["python"] = ctx.python
+    v["vramtap"] = ctx.build["version"] if ctx.build else None
+    v["vramtap_build"] = ctx.build["how"] if ctx.build else None
+    v["cuda_found"] = {k: ctx.cuda.get(k) for k in ("include", "cudart_shared", "cudart_static",
+                                                   "libcuda", "nvcc")}
+    # torch's own view comes from the first workload result (see torch_environment).
+
+
+def compile_routes(ctx, variant):
+    exe = os.path.join(ctx.runner.work, "routes_" + variant)
+    inc = ctx.cuda.get("include")
+    if not inc:
+        return None, "no CUDA headers found (searched %s)" % ", ".join(
+            ctx.cuda["prefixes_searched"][:6])
+    cmd = ["cc", "-std=c11", "-O1", "-Wall", "-I" + inc, ROUTES_C, "-o", exe]
+    if ctx.dry:
+        sd = ctx.build["standin"]
+        libcuda = ["-L" + sd, "-lcuda", "-Wl,-rpath," + sd]
+    else:
+        lc = ctx.cuda.get("libcuda")
+        if not lc:
+            return None, "no libcuda to link with (driver or toolkit stub)"
+        libcuda = [lc] if lc.endswith(".so.1") else ["-L" + os.path.dirname(lc), "-lcuda"]
+    if variant == "dynamic":
+        if ctx.dry:
+            # The stand-in runtime: NVIDIA's needs a real driver's private interfaces.
+            cmd += ["-L" + ctx.build["standin"], "-lcudart"] + libcuda
+        else:
+            rt = ctx.cuda.get("cudart_shared")
+            if not rt:
+                return None, "no libcudart.so found"
+            cmd += [rt, "-Wl,-rpath," + os.path.dirname(rt)] + libcuda
+        cmd += ["-ldl"]
+    else:
+        st = ctx.cuda.get("cudart_static")
+        if not st:
+            return None, "no libcudart_static.a found"
+        cmd += [st] + libcuda + ["-ldl", "-lpthread", "-lrt"]
+    r = ctx.runner.run("cc-routes-" + variant, cmd, timeout=120)
+    if r["rc"] != 0:
+        return None, "cc failed: %s" % r["tail"][-800:]
+    return exe, None
+
+
+def section_cuda(ctx):
+    for variant in ("dynamic", "static"):
+        sec = "cuda"
+        label = "%s runtime" % variant
+        exe, why = compile_routes(ctx, variant)
+        ctx.checks.add(sec, "%s: program builds" % label, True, exe is not None, note=why or "")
+        if not exe:
+            continue
+        if ctx.dry and variant == "static":
+            ctx.checks.skip(sec, "%s: run under vramtap" % label,
+                            "skipped (dry run): NVIDIA's static runtime needs a real driver (the "
+                            "stand-in has no private export table); built and linked only")
+            continue
+        out = os.path.join(ctx.runner.work, "cuda-" + variant)
+        os.makedirs(out, exist_ok=True)
+        acct_path = os.path.join(out, "account.json")
+        env = clean_env({"VRAMTAP_OUT": out, "LD_PRELOAD": ctx.build["lib"]})
+        if ctx.dry:
+            env["LD_LIBRARY_PATH"] = ctx.build["standin"]
+        r = ctx.runner.run("routes-" + variant, [exe, acct_path], env=env, timeout=120)
+        acct = load_json(acct_path)
+        ctx.raw.setdefault("cuda", {})[variant] = {"run": r, "account": acct}
+        ok = r["rc"] == 0 and acct is not None and not acct.get("errors")
+        ctx.checks.add(sec, "%s: every CUDA call succeeded" % label, "exit 0, no errors",
+                       "exit %s, %d errors" % (r["rc"], len((acct or {}).get("errors", []))),
+                       ok=ok, note="; ".join((acct or {}).get("errors", [])[:3]) or r["tail"][-300:]
+                       if not ok else "")
+        if acct is None:
+            continue
+        snaps, _ = find_snapshots(out)
+        if not ctx.checks.add(sec, "%s: snapshot written" % label, 1, len(snaps))["status"] == "pass":
+            continue
+        snap = load_json(snaps[0])
+        ctx.raw["cuda"][variant]["snapshot"] = os.path.relpath(snaps[0], ctx.runner.work)
+        compare_routes(ctx, label, variant, acct, snap)
+
+
+def compare_routes(ctx, label, variant, acct, snap):
+    sec = "cuda"
+    dev = next((d for d in snap.get("devices", []) if d["device"] == 0), {})
+    ctx.checks.add(sec, "%s: peak bytes" % label, acct["peak_bytes"], dev.get("peak_bytes"))
+    want = sorted((addr_int(a["address"]), a["size"], a["kind"]) for a in acct["allocations"]
+                  if a["at_peak"])
+    got = sorted((addr_int(a["address"]), a["size"], a["kind"]) for a in snap.get("allocations", [])
+                 if a["device"] == 0)
+    missing = [w for w in want if w not in got]
+    extra = [g for g in got if g not in want]
+    ctx.checks.add(sec, "%s: live set at the peak (address, size, kind)" % label,
+                   "%d allocations" % len(want), "%d allocations" % len(got), ok=want == got,
+                   note="" if want == got else "missing %s; unexpected %s" % (
+                       [(hex(a), s, k) for a, s, k in missing[:4]],
+                       [(hex(a), s, k) for a, s, k in extra[:4]]))
+    by_addr = {(addr_int(a["address"]), a["size"]): a for a in snap.get("allocations", [])}
+    rows = []
+    api_ok = True
+    for a in acct["allocations"]:
+        s = by_addr.get((addr_int(a["address"]), a["size"])) if a["at_peak"] else None
+        want_api = a["api"] if variant == "dynamic" else a["api_static"]
+        seen = s["api"] if s else ("(not at the peak)" if not a["at_peak"] else "MISSING")
+        if a["at_peak"] and variant == "dynamic" and seen != want_api:
+            api_ok = False
+        rows.append([a["route"], fmt_bytes(a["size"]), a["kind"], "yes" if a["at_peak"] else "no",
+                     want_api, seen, fmt_bytes(a["dfree"]),
+                     fmt_bytes(a["dfree"] - a["size"]) if a["kind"] in ("device", "vmm") else ""])
+    ctx.raw["cuda"][variant]["table"] = rows
+    if variant == "dynamic":
+        ctx.checks.add(sec, "%s: API name recorded for each route" % label, "as called",
+                       "as called" if api_ok else "differs", ok=api_ok)
+    else:
+        ctx.checks.add(sec, "%s: API names recorded" % label, None, None, kind="info",
+                       note="the program's runtime calls are its own static copy, so vramtap "
+                            "sees the driver calls that copy makes (table below)")
+    c = snap.get("counters", {})
+    ctx.checks.add(sec, "%s: allocations counted" % label, acct["allocs"], c.get("allocs"))
+    ctx.checks.add(sec, "%s: frees matched" % label, acct["frees"], c.get("frees"))
+    ctx.checks.add(sec, "%s: unknown frees, failed calls, dropped events" % label, [0, 0, 0],
+                   [c.get("unknown_frees"), c.get("failed_calls"), c.get("dropped")])
+    ctx.checks.add(sec, "%s: live bytes at the end" % label, acct["live_bytes_at_end"],
+                   dev.get("live_bytes_at_end"))
+    ctx.checks.add(sec, "%s: pinned host memory apart (host peak)" % label, acct["host_bytes"],
+                   (snap.get("host") or {}).get("peak_bytes"))
+    # cudaMemGetInfo: the driver rounds each allocation up to its granularity (queried, not
+    # assumed: cuMemGetAllocationGranularity, RECOMMENDED), pools reserve in their own chunks,
+    # and managed memory takes device memory only when touched (never here).
+    g = acct.get("granularity_recommended") or 2 * MiB
+    at_peak = [a for a in acct["allocations"] if a["at_peak"]]
+    plain = [a for a in at_peak if a["kind"] in ("device", "vmm")]
+    managed = sum(a["size"] for a in at_peak if a["kind"] == "managed")
+    pools = acct["default_pool_reserved_at_peak"] + acct["own_pool_reserved_at_peak"]
+    expect = sum(a["size"] for a in plain) + pools
+    moved = acct["free_start"] - acct["free_at_peak"]
+    slack = (len(plain) + 1) * g
+    ok = -slack <= moved - expect <= slack + managed
+    ctx.checks.add(sec, "%s: cudaMemGetInfo's change from start to peak" % label,
+                   fmt_bytes(expect), fmt_bytes(moved), kind="tolerance", ok=ok,
+                   note="expected = device and VMM allocations live at the peak + the pools' "
+                        "reserved bytes (%s); tolerance one granule (%s) per allocation plus one "
+                        "(%d allocations), plus the %s of managed memory on the high side, which "
+                        "the driver backs only when touched; difference %s" % (
+                            fmt_bytes(pools), fmt_bytes(g), len(plain), fmt_bytes(managed),
+                            fmt_bytes(moved - expect)))
+
+
+# --- PyTorch runs --------------------------------------------------------------------------
+
+
+def workload_cmd(ctx, case, out_json, extra=(), mirror_mode="pool"):
+    cmd = [ctx.python, WORKLOAD, "--case", case, "--out", out_json,
+           "--size", "tiny" if ctx.dry else "gpu"] + list(extra)
+    if ctx.dry:
+        cmd += ["--mirror", os.path.join(ctx.build["standin"], "libcudart.so.13"),
+                "--mirror-mode", mirror_mode]
+    return cmd
+
+
+def vramtap_env(ctx, extra=None):
+    env = clean_env({"VRAMTAP_LIB": ctx.build["lib"],
+                     "VRAMTAP_PYDIR": os.path.join(ROOT, "src", "python")})
+    env.update(ctx.vramtap_extra_env)
+    if ctx.dry:
+        env["LD_LIBRARY_PATH"] = ctx.build["standin"]
+    env.update(extra or {})
+    return env
+
+
+def run_workload(ctx, name, case, extra=(), under_vramtap=True, mode=None, env_extra=None,
+                 mirror_mode="pool", timeout=None):
+    """Returns (result dict or None, snapshot dict or None, snapshot path, post-mortem paths,
+    run info)."""
+    out = os.path.join(ctx.runner.work, name)
+    os.makedirs(out, exist_ok=True)
+    res_path = os.path.join(out, "result.json")
+    cmd = workload_cmd(ctx, case, res_path, extra, mirror_mode)
+    if under_vramtap:
+        run_args = ["--out", out] + (["--mode", mode] if mode else [])
+        cmd = [ctx.build["cli"], "run"] + run_args + ["--"] + cmd
+        env = vramtap_env(ctx, env_extra)
+    else:
+        env = clean_env(env_extra)
+        if ctx.dry:
+            env["LD_LIBRARY_PATH"] = ctx.build["standin"]
+    r = ctx.runner.run(name, cmd, env=env, timeout=timeout or ctx.proc_timeout)
+    res = load_json(res_path)
+    snaps, ooms = find_snapshots(out)
+    snap_path = None
+    if res and len(snaps) > 1:
+        snaps = [s for s in snaps if ".%d.json" % res.get("pid", -1) in s] or snaps
+    if snaps:
+        snap_path = snaps[0]
+    snap = load_json(snap_path) if snap_path else None
+    info = {"rc": r["rc"], "seconds": r["seconds"], "log": os.path.relpath(r["log"], ctx.runner.work),
+            "tail": r["tail"]}
+    if res:
+        if "environment" in res and "torch" not in ctx.raw:
+            ctx.raw["torch"] = res["environment"]
+        if res.get("error"):
+            info["workload_error"] = res["error"]
+    return res, snap, snap_path, ooms, info
+
+
+def run_failed(res, info, want_snapshot, snap):
+    if info["rc"] != 0:
+        return "exit %s: %s" % (info["rc"], (info.get("workload_error") or info["tail"])[-700:])
+    if res is None:
+        return "the workload wrote no result: " + info["tail"][-500:]
+    if res.get("error"):
+        return res["error"][-700:]
+    if want_snapshot and snap is None:
+        return "no vramtap snapshot written"
+    return None
+
+
+def first_vramtap_run(ctx, name, case, extra, **kw):
+    """The first PyTorch run under vramtap; if it fails, once more without Python stacks and
+    then without stacks, and keep whatever worked for the later runs (the GPU run is precious:
+    one broken feature should not cost every other figure)."""
+    attempts = [{}, {"VRAMTAP_PYTHON_STACKS": "0"}, {"VRAMTAP_STACKS": "0"}]
+    for i, extra_env in enumerate(attempts):
+        ctx.vramtap_extra_env = dict(extra_env)
+        got = run_workload(ctx, name if i == 0 else "%s-retry%d" % (name, i), case, extra, **kw)
+        res, snap, _, _, info = got
+        why = run_failed(res, info, True, snap)
+        if not why:
+            if i:
+                ctx.notes.append("The first PyTorch run under vramtap failed with its default "
+                                 "settings; every later run used %s. First failure: %s" % (
+                                     extra_env, ctx.first_failure))
+            return got
+        if i == 0:
+            ctx.first_failure = why
+    ctx.vramtap_extra_env = {}
+    return got
+
+
+def torch_peak_phase(res):
+    """The phase (and step) at whose end PyTorch's high-water mark first showed its final
+    value: its own peak fell inside that phase or just before it."""
+    final = res.get("max_allocated")
+    for s in res.get("phase_samples", []):
+        if s["max_allocated"] == final:
+            return s["phase"], s["step"]
+    return None, None
+
+
+def group_allocations(snap, res, device=0):
+    """Allocations live at the peak, grouped by the workload's own tensors (by address)."""
+    known = {}
+    for kind, items in (("parameters and buffers", res.get("params", [])),
+                        ("gradients (.grad)", res.get("grads", [])),
+                        ("optimizer state", [s for s in res.get("state", []) if s["on_device"]]),
+                        ("batch", res.get("batch", []))):
+        for t in items:
+            known[addr_int(t["address"])] = (kind, t)
+    groups = {k: [] for k in ("parameters and buffers", "gradients (.grad)", "optimizer state",
+                              "batch", "other")}
+    sizes_off = []
+    for a in snap.get("allocations", []):
+        if a["device"] != device:
+            continue
+        hit = known.get(addr_int(a["address"]))
+        if hit:
+            groups[hit[0]].append(a)
+            if hit[1]["size"] != a["size"]:
+                sizes_off.append((hit[1].get("name", hit[0]), hit[1]["size"], a["size"]))
+        else:
+            groups["other"].append(a)
+    return groups, sizes_off
+
+
+GROUP_CATEGORY = {"parameters and buffers": "parameters", "gradients (.grad)": "gradients",
+                  "optimizer state": "optimizer_state"}
+CATS = ["parameters", "gradients", "optimizer_state", "activations", "temporary", "unattributed"]
+
+
+def section_tensor(ctx):
+    for precision in ("fp32", "bf16"):
+        label = "tensor mode, %s" % precision
+        name = "tensor-" + precision
+        extra = ["--precision", precision]
+        if precision == "fp32":
+            got = first_vramtap_run(ctx, name, "train", extra)
+        else:
+            got = run_workload(ctx, name, "train", extra)
+        check_training_run(ctx, "tensor", label, name, got, native=False)
+
+
+def check_training_run(ctx, sec, label, name, got, native, expandable=False):
+    res, snap, snap_path, _, info = got
+    store = ctx.raw.setdefault("runs", {}).setdefault(name, {"run": info})
+    why = run_failed(res, info, True, snap)
+    if not ctx.checks.add(sec, "%s: run completed with a snapshot" % label, True, why is None,
+                          note=why or "")["status"] == "pass":
+        return
+    store["result"] = {k: v for k, v in res.items() if k not in ("params", "grads", "state",
+                                                                   "segments")}
+    store["snapshot"] = os.path.relpath(snap_path, ctx.runner.work)
+    rep, err = report_json(ctx, snap_path, "report-" + name)
+    if not ctx.checks.add(sec, "%s: vramtap report --json" % label, "a report", "a report"
+                          if rep else "none", ok=rep is not None, note=err or "")["status"] == "pass":
+        return
+    store["report"] = rep
+    dev = next((d for d in rep["devices"] if d["device"] == 0), rep["devices"][0])
+    mode = (snap.get("modes") or {}).get("pytorch", {})
+    backend = (res.get("facts") or {}).get("allocator_backend")
+    want_backend = ("stand-in mirror (%s)" % ("device" if native else "pool") if ctx.dry
+                    else ("native" if native else "cudaMallocAsync"))
+    ctx.checks.add(sec, "%s: vramtap's mode and PyTorch's allocator" % label,
+                   ["native" if native else "tensor", want_backend],
+                   [mode.get("mode"), backend], note="mode reason: %s; PYTORCH_CUDA_ALLOC_CONF "
+                   "seen by the program: %s" % (mode.get("reason"), res.get("env_alloc_conf")))
+    ctx.checks.add(sec, "%s: phases marked, steps counted" % label, [True, res["steps"]],
+                   [snap.get("phase_markers"), snap.get("steps")])
+    if native:
+        check_native(ctx, sec, label, res, snap, rep, dev, expandable)
+    else:
+        check_tensor(ctx, sec, label, name, res, snap, rep, dev)
+
+
+def check_tensor(ctx, sec, label, name, res, snap, rep, dev):
+    store = ctx.raw["runs"][name]
+    exp = res["expected"]
+    groups, sizes_off = group_allocations(snap, res)
+    cats = dev.get("categories") or {}
+    store["categories"] = cats
+    sub = subset_categories(ctx, snap, groups, name)
+    store["groups"] = {g: {"count": len(a), "bytes": sum(x["size"] for x in a),
+                           "categories": sub.get(g)} for g, a in groups.items()}
+    # Each tensor kind the program knows about: seen with its exact size, classified as it is.
+    for gname, want_bytes, want_count in (
+            ("parameters and buffers", exp["parameters_and_buffers"], len(res["params"])),
+            ("gradients (.grad)", exp["gradients"], len(res["grads"])),
+            ("optimizer state", exp["optimizer_state_device"],
+             len([s for s in res["state"] if s["on_device"]]))):
+        allocs = groups[gname]
+        ctx.checks.add(sec, "%s: %s live at the peak, each at its address with its size" % (
+            label, gname), "%d tensors, %s" % (want_count, fmt_bytes(want_bytes)),
+            "%d allocations, %s" % (len(allocs), fmt_bytes(sum(a["size"] for a in allocs))),
+            ok=len(allocs) == want_count and sum(a["size"] for a in allocs) == want_bytes
+            and not [s for s in sizes_off if s],
+            note="sum of numel x element_size from PyTorch" + (
+                "; sizes differ: %s" % sizes_off[:3] if sizes_off else ""))
+        c = sub.get(gname) or {}
+        cat = GROUP_CATEGORY[gname]
+        ctx.checks.add(sec, "%s: vramtap classifies them as %s" % (label, cat),
+                       {cat: want_bytes}, {k: v for k, v in c.items() if v} if c else None,
+                       ok=bool(c) and c.get(cat) == want_bytes and
+                       sum(v for k, v in c.items() if k != cat and isinstance(v, int)) == 0)
+    ctx.checks.add(sec, "%s: gradient bytes = parameters that require grad" % label,
+                   exp["gradients"], exp["grad_tensors"],
+                   note="from PyTorch: sum over p.grad vs sum over parameters with requires_grad")
+    # The parts add up to the whole report.
+    total = {k: 0 for k in CATS}
+    for c in sub.values():
+        for k in CATS:
+            total[k] += (c or {}).get(k) or 0
+    ctx.checks.add(sec, "%s: categories of the groups add up to the report's" % label,
+                   {k: cats.get(k) for k in CATS}, total)
+    others = groups["other"] + groups["batch"]
+    store["other_allocations"] = summarize_others(snap, others)
+    # Peak against PyTorch's high-water mark, on the bytes both count: the pool's allocations.
+    pool = [a for a in snap["allocations"] if a["device"] == 0 and a.get("kind") == "pool"]
+    pool_bytes = sum(a["size"] for a in pool)
+    nonpool = dev["peak_bytes"] - pool_bytes
+    torch_max = res["max_allocated"]
+    diff = torch_max - pool_bytes if isinstance(torch_max, int) else None
+    g = explain_rounding([a["size"] for a in pool], torch_max) if diff else None
+    note = ("vramtap peak %s = %s through the pool + %s outside it (not PyTorch's: %s). " % (
+        fmt_bytes(dev["peak_bytes"]), fmt_bytes(pool_bytes), fmt_bytes(nonpool),
+        ", ".join(sorted({o["label"] for o in store["other_allocations"]
+                          if o["kind"] != "pool"}))[:300] or "none"))
+    if diff == 0:
+        note += "Same bytes exactly."
+    elif diff is not None:
+        note += ("PyTorch reports the pool's UsedMemHigh, the driver's own count; it exceeds the "
+                 "exact request sizes by %s (%.4f%%). " % (fmt_bytes(diff),
+                                                          100.0 * diff / max(torch_max, 1)))
+        note += ("That is exactly the %d live allocations each rounded up to %d bytes." % (
+            len(pool), g) if g else "No single rounding granularity explains it exactly: the "
+                                    "pool's high-water moment may not be vramtap's peak moment.")
+    ctx.checks.add(sec, "%s: peak vs torch.cuda.max_memory_allocated()" % label, torch_max,
+                   pool_bytes, kind="tolerance",
+                   ok=diff is not None and abs(diff) <= 0.01 * max(torch_max, 1), note=note)
+    samples = (snap["devices"][0].get("samples") or []) if snap.get("devices") else []
+    last = [s for s in samples if s.get("pool_used_high_bytes") is not None]
+    ctx.checks.add(sec, "%s: the pool's UsedMemHigh as vramtap last read it" % label, torch_max,
+                   last[-1]["pool_used_high_bytes"] if last else None,
+                   note="the same driver attribute PyTorch reports as max_memory_allocated; "
+                        "vramtap reads it at phase boundaries and new peaks")
+    levels = dev.get("levels") or {}
+    ctx.checks.add(sec, "%s: allocator reserved level vs torch.cuda.max_memory_reserved()" % label,
+                   res["max_reserved"], levels.get("reserved"),
+                   note="source %s: the pool's ReservedMemHigh" % levels.get("reserved_source"))
+    tp, ts = torch_peak_phase(res)
+    vp = (dev.get("peak") or {})
+    agree = (tp, ts) == (vp.get("phase"), vp.get("step"))
+    store["peak_explained"] = explain_peak(cats, vp, dev["peak_bytes"])
+    ctx.checks.add(sec, "%s: phase and step of the peak" % label, "PyTorch: %s, step %s" % (tp, ts),
+                   "vramtap: %s, step %s" % (vp.get("phase"), vp.get("step")), kind="info",
+                   note=("agree. " if agree else "differ (PyTorch's figure is sampled at phase "
+                         "ends and counts rounded bytes). ") + store["peak_explained"])
+
+
+def explain_peak(cats, peak, peak_bytes):
+    parts = ", ".join("%s %s" % (k.replace("_", " "), fmt_bytes(cats.get(k)))
+                      for k in CATS if cats.get(k))
+    kept = sum(cats.get(k) or 0 for k in ("parameters", "gradients", "optimizer_state"))
+    return ("At the peak (%s, step %s): %s. What every step keeps (parameters, gradients, "
+            "optimizer state: %s) is all there by then; the rest, %s, is the working set of %s." % (
+                peak.get("phase"), peak.get("step"), parts, fmt_bytes(kept),
+                fmt_bytes(peak_bytes - kept), peak.get("phase")))
+
+
+def summarize_others(snap, allocs):
+    by = {}
+    for a in allocs:
+        key = (site_label(snap, a.get("site")), a.get("kind"), a["birth"]["phase"])
+        e = by.setdefault(key, {"label": key[0], "kind": key[1], "born": key[2], "count": 0,
+                                "bytes": 0})
+        e["count"] += 1
+        e["bytes"] += a["size"]
+    return sorted(by.values(), key=lambda e: -e["bytes"])[:12]
+
+
+def section_native(ctx):
+    for expandable in (False, True):
+        name = "native-expandable" if expandable else "native"
+        label = "native allocator" + (", expandable_segments:True" if expandable else "")
+        if expandable:
+            got = run_workload(ctx, name, "train", [],
+                               env_extra={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                               mirror_mode="device")
+        else:
+            got = run_workload(ctx, name, "train", [], mode="native", mirror_mode="device")
+        check_training_run(ctx, "native", label, name, got, native=True, expandable=expandable)
+
+
+def check_native(ctx, sec, label, res, snap, rep, dev, expandable):
+    """In native mode vramtap sees PyTorch's segments: its peak is the reserved peak, plus
+    whatever was allocated outside PyTorch's allocator (told apart by PyTorch's own segment
+    list, torch.cuda.memory_snapshot())."""
+    segs = res.get("segments")
+    allocs = [a for a in snap["allocations"] if a["device"] == 0]
+    if not isinstance(segs, list):
+        ctx.checks.skip(sec, "%s: reserved peak" % label, "no segment list: %s" % segs)
+        return
+    ranges = sorted((addr_int(s["address"]), addr_int(s["address"]) + s["size"]) for s in segs)
+
+    def inside(a):
+        x = addr_int(a["address"])
+        return x is not None and any(lo <= x < hi for lo, hi in ranges)
+
+    ins = [a for a in allocs if inside(a)]
+    out = [a for a in allocs if not inside(a)]
+    in_bytes = sum(a["size"] for a in ins)
+    store = ctx.raw["runs"]["native-expandable" if expandable else "native"]
+    store["outside_allocations"] = summarize_others(snap, out)
+    ctx.checks.add(sec, "%s: vramtap's peak in PyTorch's segments vs max_memory_reserved()" % label,
+                   res["max_reserved"], in_bytes,
+                   note="vramtap peak %s = %s in %d allocations inside PyTorch's %d segments + %s "
+                        "outside them (%s)" % (
+                            fmt_bytes(dev["peak_bytes"]), fmt_bytes(in_bytes), len(ins), len(segs),
+                            fmt_bytes(dev["peak_bytes"] - in_bytes),
+                            ", ".join(o["label"] for o in store["outside_allocations"])[:300]
+                            or "none"))
+    levels = dev.get("levels") or {}
+    ctx.checks.add(sec, "%s: report's allocator-reserved level" % label, res["max_reserved"],
+                   levels.get("reserved"), kind="info",
+                   note="source %s; in native mode the report's levels are of segments" %
+                        levels.get("reserved_source"))
+    c = snap.get("counters", {})
+    if expandable:
+        ctx.checks.add(sec, "%s: VMM calls seen (expandable segments map physical pages)" % label,
+                       "cuMemCreate > 0" if not ctx.dry else "n/a on the stand-in mirror",
+                       {k: c.get(k) for k in ("vmm_creates", "vmm_releases", "vmm_maps",
+                                              "vmm_unmaps")},
+                       kind="info" if ctx.dry else "exact",
+                       ok=None if ctx.dry else (c.get("vmm_creates") or 0) > 0)
+
+
+# --- Against PyTorch's tools ---------------------------------------------------------------
+
+
+def replay_timeline(path, names):
+    """Replays the raw memory timeline (torch.profiler export_memory_timeline with a
+    .raw.json.gz path: (time, action, bytes, category index) events, bytes negative on release)
+    and returns the total and the bytes per category at the first moment of its maximum. Events
+    with the same time stamp are applied together."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        events = json.load(f)
+    per = [0] * (max([e[3] for e in events], default=0) + 1)
+    best, best_cats, best_t = 0, list(per), None
+    i = 0
+    while i < len(events):
+        t = events[i][0]
+        while i < len(events) and events[i][0] == t:
+            _, _, nb, cat = events[i][:4]
+            if cat >= len(per):
+                per.extend([0] * (cat + 1 - len(per)))
+            per[cat] += nb
+            i += 1
+        total = sum(per)
+        if total > best:
+            best, best_cats, best_t = total, list(per), t
+    cats = {}
+    for idx, b in enumerate(best_cats):
+        name = names[idx] if idx < len(names) else "index %d" % idx
+        cats[str(name)] = cats.get(str(name), 0) + b
+    return {"peak": best, "time": best_t, "categories": cats, "events": len(events)}
+
+
+PROFILER_TO_VRAMTAP = {"PARAMETER": "parameters", "GRADIENT": "gradients",
+                       "OPTIMIZER_STATE": "optimizer_state", "ACTIVATION": "activations",
+                       "INPUT": "activations", "TEMPORARY": "temporary",
+                       "AUTOGRAD_DETAIL": "(autograd detail)", "None": "(unknown)"}
+# torch.profiler._memory_profiler's order, used only when torch no longer says.
+FALLBACK_CATEGORY_ORDER = ["PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION",
+                           "GRADIENT", "AUTOGRAD_DETAIL", None]
+
+
+def section_tools(ctx):
+    sec = "tools"
+    # The profiler's memory timeline, plain process, PyTorch's native allocator.
+    tl = os.path.join(ctx.runner.work, "profile", "memory.raw.json.gz")
+    os.makedirs(os.path.dirname(tl), exist_ok=True)
+    res, _, _, _, info = run_workload(ctx, "profile", "profile",
+                                      ["--timeline", tl, "--steps", "2" if ctx.dry else "3"],
+                                      under_vramtap=False, mirror_mode="device",
+                                      timeout=2 * ctx.proc_timeout)
+    store = ctx.raw.setdefault("profiler", {"run": info})
+    why = run_failed(res, info, False, None)
+    prof = (res or {}).get("profile") or {}
+    store["result"] = prof
+    if why:
+        ctx.checks.add(sec, "torch.profiler run", True, False, kind="tolerance", ok=False, note=why)
+    elif prof.get("not_available"):
+        ctx.checks.skip(sec, "torch.profiler memory timeline at its peak", prof["not_available"],
+                        kind="info")
+    else:
+        names = prof.get("category_names")
+        if not isinstance(names, list):
+            names = FALLBACK_CATEGORY_ORDER
+            store["category_names_note"] = "torch did not say; used %s" % names
+        try:
+            rep = replay_timeline(tl, [str(n) for n in names])
+            store["timeline"] = rep
+            vt = ((ctx.raw.get("runs", {}).get("tensor-fp32") or {}).get("categories")) or {}
+            mapped = {}
+            for k, b in rep["categories"].items():
+                m = PROFILER_TO_VRAMTAP.get(k, k)
+                mapped[m] = mapped.get(m, 0) + b
+            store["mapped"] = mapped
+            ctx.checks.add(sec, "profiler timeline: its peak vs its own max_memory_allocated()",
+                           prof.get("max_allocated"), rep["peak"], kind="info",
+                           note="the timeline counts tensors it could see; the allocator counts "
+                                "blocks rounded to 512 bytes, and workspaces outside tensors")
+        except (OSError, ValueError, TypeError, IndexError) as e:
+            ctx.checks.add(sec, "profiler raw timeline parsed", True, False, kind="tolerance",
+                           ok=False, note="%s: %s" % (type(e).__name__, e))
+    # Step time: plain, plain with the async backend, under vramtap (tensor and native), and
+    # PyTorch's recorder in the plain process right after its own plain measurement.
+    timing_runs = [
+        ("plain, native allocator (+ _record_memory_history in the same process)", "timing-plain",
+         dict(under_vramtap=False, extra=["--history"])),
+        ("plain, backend:cudaMallocAsync", "timing-plain-async",
+         dict(under_vramtap=False, env_extra={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})),
+        ("under vramtap, tensor mode", "timing-vramtap-tensor", dict()),
+        ("under vramtap, native mode", "timing-vramtap-native", dict(mode="native")),
+    ]
+    n = ["--warmup", "1" if ctx.dry else "5", "--timed", "3" if ctx.dry else "30"]
+    timings = ctx.raw.setdefault("timings", {})
+    for label, name, kw in timing_runs:
+        extra = n + kw.pop("extra", [])
+        res, _, _, _, info = run_workload(ctx, name, "timing", extra, **kw)
+        why = run_failed(res, info, False, None)
+        timings[name] = {"label": label, "run": info,
+                         "timings": (res or {}).get("timings"), "error": why}
+    base = (((timings.get("timing-plain") or {}).get("timings") or {}).get("this_process")
+            or {}).get("median_s")
+    rows = []
+    for name, t in timings.items():
+        for key, v in (t.get("timings") or {}).items():
+            lab = t["label"] if key == "this_process" else "plain, %s" % key.replace(
+                "record_memory_history_", "_record_memory_history(stacks=\"") + "\")"
+            if v.get("median_s") is None:
+                rows.append([lab, "n/a", "n/a", v.get("not_available", "")])
+            else:
+                rows.append([lab, "%.3f" % (v["median_s"] * 1e3),
+                             "%.3f" % (v["median_s"] / base) if base else "n/a", ""])
+        if t.get("error"):
+            rows.append([t["label"], "n/a", "n/a", t["error"][-200:]])
+    ctx.raw["timing_table"] = rows
+    ctx.checks.add(sec, "step time ratios measured", "all configurations", "%d rows" % len(rows),
+                   kind="info", note="see the table; ratios are to the plain native median")
+
+
+# --- Out of memory -------------------------------------------------------------------------
+
+
+def section_oom(ctx):
+    sec = "oom"
+    for kind in ("device", "fraction"):
+        label = "OOM (%s)" % ("request larger than the device" if kind == "device" else
+                              "set_per_process_memory_fraction")
+        name = "oom-" + kind
+        env_extra = None
+        if ctx.dry and kind == "device":
+            env_extra = {"STANDIN_CAPACITY": str(48 * MiB)}
+        res, snap, snap_path, ooms, info = run_workload(ctx, name, "oom", ["--oom", kind],
+                                                        env_extra=env_extra)
+        store = ctx.raw.setdefault("oom", {}).setdefault(kind, {"run": info})
+        if res and res.get("skipped"):
+            ctx.checks.skip(sec, "%s: post-mortem" % label, res["skipped"])
+            continue
+        why = run_failed(res, info, False, None)
+        if not ctx.checks.add(sec, "%s: the run ended in PyTorch's out-of-memory error" % label,
+                              "an out-of-memory error", (res or {}).get("outcome", why),
+                              ok=why is None and res.get("outcome") not in (None, "no error"),
+                              note=why or (res.get("message") or "")[:300])["status"] == "pass":
+            continue
+        store["result"] = {k: v for k, v in res.items() if k not in ("params", "grads", "state")}
+        counters = (snap or {}).get("counters") or {}
+        explain = ""
+        if not ooms:
+            explain = ("vramtap saw %s failed CUDA allocation calls" % counters.get("failed_calls"))
+            if re.search(r"exceed allowed memory|memory fraction|allowed memory", res.get("message",
+                                                                                      "")):
+                explain += ("; PyTorch refused the request itself, against its own count and the "
+                            "fraction's limit, without calling CUDA (its message says so), so "
+                            "there was no failed CUDA call for vramtap to see")
+        if not ctx.checks.add(sec, "%s: post-mortem written" % label, ">= 1 file", len(ooms),
+                              ok=len(ooms) >= 1, note=explain)["status"] == "pass":
+            continue
+        pm_path = ooms[0]
+        pm = load_json(pm_path)
+        store["postmortem"] = os.path.relpath(pm_path, ctx.runner.work)
+        o = pm.get("oom") or {}
+        want_api = "cuMemAllocAsync" if ctx.dry else "cudaMallocAsync"
+        ctx.checks.add(sec, "%s: the failed request (size, api, phase, step)" % label,
+                       [res["expected_request"], want_api, "forward", 1],
+                       [o.get("size"), o.get("api"), o.get("phase"), o.get("step")],
+                       note="expected size: the token embedding's output, batch %d x seq x d x 4 "
+                            "bytes; in the dry run the mirror's own driver call" % res["batch"])
+        rep, err = report_json(ctx, pm_path, "report-" + name)
+        store["report"] = rep
+        live = [a for a in pm.get("allocations", []) if a["device"] == o.get("device", 0)]
+        live_sum = sum(a["size"] for a in live)
+        ctx.checks.add(sec, "%s: the live set adds up to the post-mortem's live bytes" % label,
+                       live_sum, ((rep or {}).get("oom") or {}).get("live_bytes"),
+                       note=err or "sum of the allocations in the file vs vramtap report --json")
+        known = {}
+        for group, items in (("parameters and buffers", res.get("params", [])),
+                             ("gradients", res.get("grads", [])),
+                             ("optimizer state", [s for s in res.get("state", [])
+                                                  if s["on_device"]]),
+                             ("input batch", [res["input"]])):
+            for t in items:
+                known[addr_int(t["address"])] = (group, t["size"])
+        matched = [a for a in live if addr_int(a["address"]) in known
+                   and known[addr_int(a["address"])][1] == a["size"]]
+        want_known = sum(s for _, s in known.values())
+        others = [a for a in live if a not in matched]
+        store["other_allocations"] = summarize_others(pm, others)
+        ctx.checks.add(sec, "%s: the program's live tensors are all in it" % label,
+                       "%d tensors, %s" % (len(known), fmt_bytes(want_known)),
+                       "%d allocations, %s" % (len(matched), fmt_bytes(sum(a["size"]
+                                                                         for a in matched))),
+                       ok=len(matched) == len(known) and sum(a["size"] for a in matched)
+                       == want_known,
+                       note="parameters, buffers, gradients, optimizer state and the input batch, "
+                            "by address; the rest of the live set: %s" % (
+                                ", ".join("%s %s" % (e["label"], fmt_bytes(e["bytes"]))
+                                          for e in store["other_allocations"][:4]) or "nothing"))
+        pool_sum = sum(a["size"] for a in live if a.get("kind") == "pool")
+        at_fail = res.get("allocated_at_failure")
+        ok = isinstance(at_fail, int) and abs(at_fail - pool_sum) <= 0.01 * max(at_fail, 1)
+        ctx.checks.add(sec, "%s: pool bytes in the live set vs torch.cuda.memory_allocated()" % label,
+                       at_fail, pool_sum, kind="tolerance", ok=ok,
+                       note="read by the program right after the error; PyTorch's figure is the "
+                            "pool's UsedMemCurrent (driver-rounded), tolerance 1%")
+        ctx.checks.add(sec, "%s: device free and total recorded" % label,
+                       "total = %s" % fmt_bytes(res.get("total_memory")),
+                       "total = %s, free = %s" % (fmt_bytes(o.get("total_bytes")),
+                                                  fmt_bytes(o.get("free_bytes"))),
+                       ok=o.get("total_bytes") == res.get("total_memory")
+                       and isinstance(o.get("free_bytes"), int),
+                       note="device used at the failure (total - free) %s vs live allocations %s"
+                            % (fmt_bytes((o.get("total_bytes") or 0) - (o.get("free_bytes") or 0)),
+                               fmt_bytes(live_sum)))
+        events = (snap or {}).get("oom_events") or []
+        ctx.checks.add(sec, "%s: the exit snapshot lists the event" % label, ">= 1", len(events),
+                       ok=len(events) >= 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+def write_report(ctx, final=False):
+    c = ctx.checks
+    counts = {}
+    for item in c.items:
+        counts[item["status"]] = counts.get(item["status"], 0) + 1
+    fails = c.exact_failures()
+    tol = [x for x in c.items if x["status"] == "outside tolerance"]
+    v = ctx.raw.get("versions", {})
+    t = ctx.raw.get("torch", {})
+    gpu = t.get("gpu") or ("CPU stand-in (dry run)" if ctx.dry else "unknown GPU")
+    L = []
+    L.append("# vramtap on %s — %s\n" % (gpu, ctx.date))
+    if ctx.dry:
+        L.append("**Dry run** on the CPU stand-in of the CUDA driver and CPU PyTorch: it proves the "
+                 "script, not vramtap on a GPU. Figures below are computed from the stand-in and "
+                 "from a mirror that allocates one stand-in buffer per tensor (workload.py).\n")
+    L.append("Written by `scripts/gpu-validate%s` in %.0f s%s.\n" % (
+        " --dry-run" if ctx.dry else "", time.monotonic() - ctx.runner.started,
+        "" if final else " (incomplete: the run was still going or was stopped)"))
+    L.append("## Summary\n")
+    L.append("%d checks: %s. Exact checks failed: %d. Outside tolerance: %d.\n" % (
+        len(c.items), ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items())),
+        len(fails), len(tol)))
+    for x in fails + tol:
+        L.append("- **%s** %s — expected %s, got %s. %s" % (
+            x["status"], x["name"], x["expected"], x["got"], x["note"][:400]))
+    if fails or tol:
+        L.append("")
+    for n in ctx.notes:
+        L.append("- Note: %s" % n)
+    L.append("\nKinds of check: *exact* must be equal (a failure makes the exit status 1); "
+             "*tolerance* states its bound and why; *info* shows figures side by side.\n")
+    for sec in SECTIONS:
+        L.append("## %s\n" % SECTION_TITLES[sec])
+        if sec == "versions":
+            rows = [["GPU (torch)", gpu], ["GPU memory (torch)", fmt_bytes(t.get("gpu_total_bytes"))],
+                    ["nvidia-smi", v.get("nvidia_smi")],
+                    ["driver (CUDA version, nvidia-smi)", v.get("driver_cuda_version")],
+                    ["driver (torch)", t.get("driver")],
+                    ["PyTorch", t.get("torch")], ["PyTorch's CUDA", t.get("torch_cuda")],
+                    ["cuDNN", t.get("cudnn")], ["NCCL", t.get("nccl")],
+                    ["compute capability", t.get("capability")],
+                    ["Python", "%s (%s)" % (t.get("python"), v.get("python"))],
+                    ["kernel", v.get("kernel")], ["cc", v.get("cc")], ["nvcc", v.get("nvcc")],
+                    ["vramtap", "%s, %s" % (v.get("vramtap"), v.get("vramtap_build"))]]
+            for k, val in (v.get("cuda_found") or {}).items():
+                rows.append(["CUDA %s" % k, val])
+            for variant, d in (ctx.raw.get("cuda") or {}).items():
+                a = d.get("account") or {}
+                if a:
+                    rows.append(["driver (cuDriverGetVersion, %s program)" % variant,
+                                 a.get("driver_version")])
+            L.append(table(["what", "value"], rows))
+        items = c.of(sec)
+        if sec == "cuda":
+            L.append("The program keeps its own account of every allocation (routes.c) and "
+                     "vramtap's snapshot must match it exactly. The cudaMemGetInfo comparison is "
+                     "a tolerance: see its note.\n")
+        if sec == "tensor":
+            L.append("Under `vramtap run` (tensor mode: PyTorch allocates each tensor with "
+                     "cudaMallocAsync). The program records where each parameter, buffer, "
+                     "gradient and optimizer state tensor lives; vramtap's allocations at those "
+                     "addresses are checked for size and for the category vramtap's own "
+                     "classifier gives them (a report on just that group of allocations). "
+                     "Gradients are kept between steps (`zero_grad(set_to_none=False)`), so all "
+                     "of them are live at the peak.\n")
+        if sec == "native":
+            L.append("PyTorch's caching allocator, segments not tensors: vramtap's peak must be "
+                     "PyTorch's reserved peak, once allocations outside PyTorch's segments "
+                     "(told apart by `torch.cuda.memory_snapshot()`'s address ranges) are set "
+                     "aside.\n")
+        if items:
+            L.append(table(["check", "kind", "status", "expected", "got", "note"],
+                           [[x["name"], x["kind"], x["status"], x["expected"], x["got"],
+                             x["note"]] for x in items]))
+        if sec == "cuda":
+            for variant, d in (ctx.raw.get("cuda") or {}).items():
+                if d.get("table"):
+                    L.append("\n%s runtime, allocation by allocation (Δfree: how "
+                             "cudaMemGetInfo's free memory moved across the call):\n" % variant)
+                    L.append(table(["route", "size", "kind", "live at peak", "API expected",
+                                    "API recorded", "Δfree", "Δfree − size"], d["table"]))
+        if sec in ("tensor", "native"):
+            for name, d in (ctx.raw.get("runs") or {}).items():
+                if not name.startswith(sec) or not d.get("report"):
+                    continue
+                dev = d["report"]["devices"][0]
+                L.append("\n**%s**: peak %s at %s, step %s; categories %s.\n" % (
+                    name, fmt_bytes(dev.get("peak_bytes")), (dev.get("peak") or {}).get("phase"),
+                    (dev.get("peak") or {}).get("step"),
+                    ", ".join("%s %s" % (k, fmt_bytes(val)) for k, val in
+                              (dev.get("categories") or {}).items() if val) or "n/a (segments)"))
+                if d.get("groups"):
+                    L.append(table(["allocations at the peak", "count", "bytes",
+                                    "vramtap's categories"],
+                                   [[g, e["count"], fmt_bytes(e["bytes"]),
+                                     ", ".join("%s %s" % (k, fmt_bytes(x)) for k, x in
+                                               (e["categories"] or {}).items() if x)]
+                                    for g, e in d["groups"].items()]))
+                others = d.get("other_allocations") or d.get("outside_allocations")
+                if others:
+                    L.append("\nNot the program's own tensors (by site):\n")
+                    L.append(table(["site", "kind", "born in", "count", "bytes"],
+                                   [[o["label"], o["kind"], o["born"], o["count"],
+                                     fmt_bytes(o["bytes"])] for o in others]))
+        if sec == "tools":
+            p = ctx.raw.get("profiler") or {}
+            if p.get("timeline"):
+                vt = ((ctx.raw.get("runs") or {}).get("tensor-fp32") or {}).get("categories") or {}
+                keys = sorted(set(p["mapped"]) | set(vt))
+                L.append("\ntorch.profiler (`profile_memory`, `record_shapes`, `with_stack`; "
+                         "`export_memory_timeline` raw events replayed) at its peak, beside "
+                         "vramtap's fp32 tensor-mode run of the same model, seed and batch. Not a "
+                         "check: the profiler ran with PyTorch's native allocator and its own "
+                         "category rules (INPUT counted as activations here).\n")
+                L.append(table(["category", "torch.profiler", "vramtap"],
+                               [[k, fmt_bytes(p["mapped"].get(k)), fmt_bytes(vt.get(k))]
+                                for k in keys] + [["total at peak",
+                                                   fmt_bytes(p["timeline"]["peak"]),
+                                                   fmt_bytes(sum(x for x in vt.values()
+                                                                 if isinstance(x, int)))]]))
+                L.append("\nProfiler: %d events; profiling %.1f s, export %.1f s.\n" % (
+                    p["timeline"]["events"], p["result"].get("profiled_s", 0),
+                    p["result"].get("export_s", 0)))
+            if ctx.raw.get("timing_table"):
+                L.append("\nStep time (median over the timed steps, synchronised each step); "
+                         "ratio to the plain run with PyTorch's native allocator:\n")
+                L.append(table(["configuration", "median step (ms)", "ratio", "note"],
+                               ctx.raw["timing_table"]))
+        if sec == "oom":
+            for kind, d in (ctx.raw.get("oom") or {}).items():
+                r = d.get("result") or {}
+                if r.get("message"):
+                    L.append("\n%s: PyTorch said: `%s`\n" % (
+                        kind, md_escape(r["message"].strip().splitlines()[0][:300])))
+                if d.get("other_allocations"):
+                    L.append(table(["other live allocations (site)", "kind", "born in", "count",
+                                    "bytes"], [[o["label"], o["kind"], o["born"], o["count"],
+                                                fmt_bytes(o["bytes"])]
+                                               for o in d["other_allocations"]]))
+        L.append("")
+    L.append("## Raw data\n")
+    L.append("`%s` beside this file holds every figure above and the programs' outputs.%s\n" % (
+        os.path.basename(ctx.json_path), " The snapshots and logs are in the archive named by "
+        "--archive." if ctx.args.archive else ""))
+    with open(ctx.md_path, "w") as f:
+        f.write("\n".join(L))
+    with open(ctx.json_path, "w") as f:
+        json.dump({"date": ctx.date, "dry_run": ctx.dry, "checks": c.items, "notes": ctx.notes,
+                   "raw": ctx.raw}, f, indent=1, default=str)
+
+
+class Ctx:
+    pass
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="gpu-validate")
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: the CPU stand-in, CPU torch")
+    ap.add_argument("--build", help="a vramtap build directory to use (else build one here)")
+    ap.add_argument("--report-dir", help="where the report goes (default docs/validation, or a "
+                                         "temporary directory in a dry run)")
+    ap.add_argument("--work", help="working directory (default: a temporary one)")
+    ap.add_argument("--archive", help="also write the working directory (snapshots, logs) as "
+                                      "this .tar.gz")
+    ap.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS[1:]))
+    ap.add_argument("--budget", type=float, default=450,
+                    help="seconds for the whole run; later sections are skipped past it")
+    ap.add_argument("--python", default=sys.executable, help="the Python with torch")
+    ap.add_argument("--process-timeout", type=float, default=None,
+                    help="seconds one PyTorch process may take (default 120 on a GPU, 300 in a "
+                         "dry run; the profiler run gets twice that)")
+    ap.add_argument("--prepare-carry", action="store_true",
+                    help="only build a release vramtap in build-validate-carry to take to a GPU "
+                         "machine that cannot build it (no run)")
+    args = ap.parse_args()
+    if args.prepare_carry:
+        return prepare_carry(args.python)
+
+    ctx = Ctx()
+    ctx.args = args
+    ctx.dry = args.dry_run
+    ctx.python = args.python
+    ctx.checks = Checks()
+    ctx.raw = {}
+    ctx.notes = []
+    ctx.vramtap_extra_env = {}
+    ctx.first_failure = None
+    ctx.proc_timeout = args.process_timeout or (300 if ctx.dry else 120)
+    ctx.date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    work = args.work or tempfile.mkdtemp(prefix="vt-validate-")
+    os.makedirs(work, exist_ok=True)
+    ctx.runner = Runner(os.path.abspath(work), args.budget)
+    report_dir = args.report_dir or (tempfile.mkdtemp(prefix="vt-validate-report-") if ctx.dry
+                                     else os.path.join(ROOT, "docs", "validation"))
+    os.makedirs(report_dir, exist_ok=True)
+
+    ctx.cuda = find_cuda(ctx.python, ctx.dry)
+    ctx.build, notes = build_vramtap(ctx, ctx.dry)
+    ctx.notes += notes
+    section_versions(ctx)
+
+    def slug():
+        t = ctx.raw.get("torch", {}).get("gpu") or ("dry-run-standin" if ctx.dry else "gpu")
+        return re.sub(r"[^a-z0-9]+", "-", t.lower()).strip("-")
+
+    ctx.md_path = os.path.join(report_dir, "%s-%s.md" % (ctx.date, slug()))
+    ctx.json_path = ctx.md_path[:-3] + ".json"
+    print("gpu-validate: work directory %s" % ctx.runner.work, flush=True)
+    if not ctx.build:
+        ctx.checks.add("versions", "vramtap built or carried along", True, False,
+                       note="; ".join(notes))
+        write_report(ctx, final=True)
+        print("gpu-validate: no usable vramtap build: %s" % "; ".join(notes), file=sys.stderr)
+        return 2
+    only = set(args.only.split(",")) if args.only else set(SECTIONS)
+    fns = {"cuda": section_cuda, "tensor": section_tensor, "native": section_native,
+           "tools": section_tools, "oom": section_oom}
+    for sec in SECTIONS[1:]:
+        if sec not in only:
+            ctx.checks.skip(sec, "section", "not asked for (--only)", kind="info")
+            continue
+        if ctx.runner.left() < 20:
+            ctx.checks.skip(sec, "section", "skipped: the time budget (--budget %g s) ran out"
+                            % args.budget)
+            continue
+        t0 = time.monotonic()
+        print("gpu-validate: %s ..." % SECTION_TITLES[sec], flush=True)
+        try:
+            fns[sec](ctx)
+        except Exception as e:  # a bug here must not cost the other sections
+            import traceback
+            ctx.checks.add(sec, "section ran", True, False,
+                           note="validate.py raised %s: %s" % (type(e).__name__, e))
+            ctx.raw.setdefault("tracebacks", {})[sec] = traceback.format_exc()
+        ctx.raw.setdefault("section_seconds", {})[sec] = round(time.monotonic() - t0, 1)
+        # Rename once the GPU's name is known, and keep a report on disk after each section.
+        new_md = os.path.join(report_dir, "%s-%s.md" % (ctx.date, slug()))
+        if new_md != ctx.md_path:
+            for old in (ctx.md_path, ctx.json_path):
+                if os.path.exists(old):
+                    os.remove(old)
+            ctx.md_path, ctx.json_path = new_md, new_md[:-3] + ".json"
+        write_report(ctx)
+    write_report(ctx, final=True)
+    if args.archive:
+        with tarfile.open(args.archive, "w:gz") as tar:
+            tar.add(ctx.runner.work, arcname="gpu-validate-work",
+                    filter=lambda ti: None if ti.size > 64 * MiB else ti)
+    fails = ctx.checks.exact_failures()
+    print("gpu-validate: report %s" % ctx.md_path)
+    print("gpu-validate: %d checks, %d exact failures, %d outside tolerance" % (
+        len(ctx.checks.items), len(fails),
+        len([x for x in ctx.checks.items if x["status"] == "outside tolerance"])))
+    for x in fails:
+        print("FAIL: %s (expected %s, got %s)" % (x["name"], x["expected"], x["got"]))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Runs `scripts/gpu-validate --dry-run` over this build and holds its report to what a dry run
+must show: exit 0, one Markdown and one JSON report in the directory given, every section, the
+checks that the stand-in can answer passed, the GPU-only ones marked as skipped for the dry run,
+and nothing written into docs/validation."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ["VT_SRC"]
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+
+
+if "address" in os.environ.get("VT_SANITIZE", ""):
+    print("SKIP: the dry run starts many Python processes; it runs in the plain build")
+    sys.exit(77)
+
+report_dir = tempfile.mkdtemp(prefix="vt-validate-report-")
+work = tempfile.mkdtemp(prefix="vt-validate-work-")
+docs = os.path.join(SRC, "docs", "validation")
+before = set(os.listdir(docs)) if os.path.isdir(docs) else set()
+env = {k: v for k, v in os.environ.items() if not k.startswith(("VRAMTAP_", "STANDIN_"))
+       and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+env["VT_PYTHON"] = os.environ.get("VT_PYTHON", "/usr/bin/python3")
+p = subprocess.run([os.path.join(SRC, "scripts", "gpu-validate"), "--dry-run", "--build",
+                    os.environ["VT_BUILD"], "--report-dir", report_dir, "--work", work],
+                   env=env, capture_output=True, text=True, timeout=560)
+sys.stdout.write(p.stdout)
+sys.stderr.write(p.stderr[-3000:])
+check(p.returncode == 0, "gpu-validate --dry-run exited %d" % p.returncode)
+mds = glob.glob(os.path.join(report_dir, "*.md"))
+jsons = glob.glob(os.path.join(report_dir, "*.json"))
+check(len(mds) == 1 and len(jsons) == 1, "one .md and one .json report, got %s" % (mds + jsons))
+check(set(os.listdir(docs)) == before if os.path.isdir(docs) else True,
+      "a dry run wrote into docs/validation")
+if mds and jsons:
+    text = open(mds[0]).read()
+    for title in ("## Summary", "## 1. Machine and versions", "## 2. CUDA C", "## 3. PyTorch, tensor mode",
+                  "## 4. PyTorch, native allocator", "## 5. Against PyTorch's own tools",
+                  "## 6. Out of memory", "## Raw data", "Dry run"):
+        check(title in text, "the report has no %r" % title)
+    doc = json.load(open(jsons[0]))
+    checks = doc["checks"]
+    by_name = {c["name"]: c for c in checks}
+    for c in checks:
+        check(c["status"] != "FAIL", "exact check failed: %s (expected %s, got %s; %s)" % (
+            c["name"], c["expected"], c["got"], c["note"][:300]))
+        check(c["status"] != "outside tolerance", "outside tolerance: %s" % c["name"])
+        if c["status"] == "skipped":
+            check("dry run" in c["note"] or "torch 1" in c["note"],
+                  "skipped without saying why: %s (%s)" % (c["name"], c["note"]))
+    # What the stand-in can answer must have been answered, not skipped.
+    for name in ("dynamic runtime: live set at the peak (address, size, kind)",
+                 "dynamic runtime: API name recorded for each route",
+                 "dynamic runtime: cudaMemGetInfo's change from start to peak",
+                 "static runtime: program builds",
+                 "tensor mode, fp32: vramtap classifies them as parameters",
+                 "tensor mode, fp32: vramtap classifies them as gradients",
+                 "tensor mode, bf16: vramtap classifies them as optimizer_state",
+                 "tensor mode, fp32: peak vs torch.cuda.max_memory_allocated()",
+                 "native allocator: vramtap's peak in PyTorch's segments vs max_memory_reserved()",
+                 "OOM (request larger than the device): the failed request (size, api, phase, step)",
+                 "OOM (request larger than the device): the program's live tensors are all in it"):
+        check(by_name.get(name, {}).get("status") == "pass",
+              "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
+    check(by_name.get("static runtime: run under vramtap", {}).get("status") == "skipped",
+          "the static runtime cannot run over the stand-in and must say it was skipped")
+    check(doc["raw"].get("timing_table"), "no step-time table")
+for f in failures:
+    print("FAIL:", f)
+print("%d failures" % len(failures))
+sys.exit(1 if failures else 0)
