@@ -42,8 +42,9 @@ static int top_sites(const int64_t *bytes, const int64_t *count, size_t n, size_
 /* Chronological order inside a step: a batch is uploaded ("other") before its forward. */
 static int phase_rank(vt_phase p)
 {
-    static const int rank[VT_NPHASES] = {
-        [VT_SETUP] = 0, [VT_OTHER] = 1, [VT_FORWARD] = 2, [VT_BACKWARD] = 3, [VT_OPTIMIZER] = 4};
+    static const int rank[VT_NPHASES + 1] = {
+        [VT_SETUP] = 0,    [VT_OTHER] = 1,     [VT_FORWARD] = 2,
+        [VT_BACKWARD] = 3, [VT_OPTIMIZER] = 4, [VT_NOPHASE] = 5};
     return rank[p];
 }
 

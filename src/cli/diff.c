@@ -178,17 +178,13 @@ static void print_row(FILE *out, const char *label, int64_t a, int64_t b)
     }
     const char *colour =
         a >= 0 && b >= 0 && b != a ? vt_on(b > a ? VT_STYLE_BAD : VT_STYLE_GOOD) : "";
-    fprintf(out, "  %-20s %16s %16s  %s%12s %8s%s\n", label, sa, sb, colour, sd, pct,
+    fprintf(out, "  %-20s %20s %20s  %s%12s %8s%s\n", label, sa, sb, colour, sd, pct,
             *colour ? vt_off() : "");
 }
 
-static void peak_when(const vt_bill *b, char *buf, size_t len)
+static const char *peak_when(const vt_bill *b, char buf[48])
 {
-    if (!b)
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, "%s, step %lld", vt_phase_name(b->dev->peak_phase),
-                 (long long)b->dev->peak_step);
+    return b ? vt_fmt_when(buf, b->dev->peak_phase, b->dev->peak_step) : "-";
 }
 
 static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff *d)
@@ -196,12 +192,10 @@ static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff
     char wa[48], wb[48], label[VT_LABEL_MAX], b1[32], b2[32], b3[32];
     char title[24];
     snprintf(title, sizeof title, "cuda:%d", d->device);
-    fprintf(out, "\n%s%-22s%s %16s %16s  %12s\n", vt_on(VT_STYLE_BOLD), title, vt_off(), "A", "B",
+    fprintf(out, "\n%s%-22s%s %20s %20s  %12s\n", vt_on(VT_STYLE_BOLD), title, vt_off(), "A", "B",
             "change");
     print_row(out, "peak", row_bytes(d->a, ROW_PEAK), row_bytes(d->b, ROW_PEAK));
-    peak_when(d->a, wa, sizeof wa);
-    peak_when(d->b, wb, sizeof wb);
-    fprintf(out, "  %-20s %16s %16s\n", "peak at", wa, wb);
+    fprintf(out, "  %-20s %20s %20s\n", "peak at", peak_when(d->a, wa), peak_when(d->b, wb));
     bool markers = la->snap.phase_markers || lb->snap.phase_markers;
     for (int c = 0; c < ROW_UNATTRIBUTED; c++)
         if (markers)

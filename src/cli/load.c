@@ -90,6 +90,15 @@ const char *vt_phase_name(vt_phase p)
     return p < VT_NPHASES ? phase_names[p] : "?";
 }
 
+const char *vt_fmt_when(char buf[48], vt_phase p, int64_t step)
+{
+    if (p == VT_NOPHASE)
+        snprintf(buf, 48, "step %lld", (long long)step);
+    else
+        snprintf(buf, 48, "%s of step %lld", vt_phase_name(p), (long long)step);
+    return buf;
+}
+
 static const char *type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -879,6 +888,17 @@ int vt_site_load(vt_snapshot *s, size_t i, vt_err *err)
 
 /* --- the whole snapshot ----------------------------------------------------------------- */
 
+static void forget_phases(vt_snapshot *s)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        s->devices[i].peak_phase = VT_NOPHASE;
+    for (size_t i = 0; i < s->nallocs; i++)
+        s->allocs[i].birth.phase = s->allocs[i].death.phase = VT_NOPHASE;
+    for (size_t i = 0; i < s->noom_events; i++)
+        s->oom_events[i].phase = VT_NOPHASE;
+    s->oom.phase = VT_NOPHASE;
+}
+
 int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
 {
     memset(s, 0, sizeof *s);
@@ -902,6 +922,8 @@ int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
     if (index_sites(s, &big.sites, err) || load_allocations(s, &big.allocations, err) ||
         load_ooms(s, err))
         goto done;
+    if (!s->phase_markers)
+        forget_phases(s);
     r = 0;
 done:
     free(big.sites.elems);

@@ -79,9 +79,9 @@ static const vt_bill *oom_bill(const vt_loaded *l)
 static void print_request(FILE *out, const vt_snapshot *s, const vt_bill *bill)
 {
     const vt_oom *o = &s->oom;
-    char b[32], t[32];
-    fprintf(out, "  %-11s %s%s%s via %s, %s of step %lld, at %.2f s", "asked", vt_on(VT_STYLE_BOLD),
-            vt_fmt_bytes(b, o->size), vt_off(), o->api, vt_phase_name(o->phase), (long long)o->step,
+    char b[32], t[32], when[48];
+    fprintf(out, "  %-11s %s%s%s via %s, %s, at %.2f s", "asked", vt_on(VT_STYLE_BOLD),
+            vt_fmt_bytes(b, o->size), vt_off(), o->api, vt_fmt_when(when, o->phase, o->step),
             o->time_s);
     if (o->error >= 0)
         fprintf(out, " (error %lld)", (long long)o->error);

@@ -107,9 +107,9 @@ static void print_human(FILE *out, const proc *ps, size_t n, size_t nexit, size_
             snprintf(local, sizeof local, "%lld", (long long)p->local_rank);
         if (p->has_device)
             snprintf(dev, sizeof dev, "cuda:%d", p->dev.device);
-        snprintf(when, sizeof when, "%s, step %lld, %.2f s",
-                 p->has_device ? vt_phase_name(p->dev.peak_phase) : "-",
-                 (long long)p->dev.peak_step, p->dev.peak_time_s);
+        char moment[48];
+        snprintf(when, sizeof when, "%s, %.2f s",
+                 vt_fmt_when(moment, p->dev.peak_phase, p->dev.peak_step), p->dev.peak_time_s);
         fprintf(out, "  %5s %5s %8lld %7s %12s  %-28s ", rank, local, (long long)p->pid, dev,
                 vt_fmt_bytes(b, p->dev.peak_bytes), p->has_device ? when : "-");
         if (!p->has_device || !p->dev.listed_bytes)
@@ -145,10 +145,9 @@ static void print_human(FILE *out, const proc *ps, size_t n, size_t nexit, size_
         char r[32] = "";
         if (p->rank >= 0)
             snprintf(r, sizeof r, "rank %lld, ", (long long)p->rank);
-        fprintf(out,
-                "  %spid %lld: %s asked on cuda:%d via %s, %s of step %lld  (vramtap report %s)\n",
-                r, (long long)p->pid, vt_fmt_bytes(b, p->request.size), p->request.device, p->api,
-                vt_phase_name(p->request.phase), (long long)p->request.step, p->path);
+        fprintf(out, "  %spid %lld: %s asked on cuda:%d via %s, %s  (vramtap report %s)\n", r,
+                (long long)p->pid, vt_fmt_bytes(b, p->request.size), p->request.device, p->api,
+                vt_fmt_when(when, p->request.phase, p->request.step), p->path);
     }
 }
 

@@ -412,9 +412,10 @@ static void print_segments(FILE *out, const vt_bill *bill)
         const vt_birth_group *g = &bill->groups[i];
         if (g->phase == VT_SETUP)
             snprintf(when, sizeof when, "setup");
+        else if (g->phase == VT_OTHER)
+            snprintf(when, sizeof when, "step %lld, between phases", (long long)g->step);
         else
-            snprintf(when, sizeof when, "step %lld, %s", (long long)g->step,
-                     g->phase == VT_OTHER ? "between phases" : vt_phase_name(g->phase));
+            vt_fmt_when(when, g->phase, g->step);
         fprintf(out, "    %-26s %12s  %lld segment%s\n", when, vt_fmt_bytes(b, g->bytes),
                 (long long)g->count, g->count == 1 ? "" : "s");
     }
@@ -436,10 +437,10 @@ void vt_print_device_title(FILE *out, const vt_device *d)
 
 void vt_print_peak(FILE *out, const char *label, const vt_device *d)
 {
-    char b[32];
-    fprintf(out, "  %-11s %s%s%s at %.2f s, step %lld, %s", label, vt_on(VT_STYLE_BOLD),
-            vt_fmt_bytes(b, d->peak_bytes), vt_off(), d->peak_time_s, (long long)d->peak_step,
-            vt_phase_name(d->peak_phase));
+    char b[32], when[48];
+    fprintf(out, "  %-11s %s%s%s at %.2f s, %s", label, vt_on(VT_STYLE_BOLD),
+            vt_fmt_bytes(b, d->peak_bytes), vt_off(), d->peak_time_s,
+            vt_fmt_when(when, d->peak_phase, d->peak_step));
     if (d->total_bytes > 0)
         fprintf(out, " (%.1f%% of the device)",
                 100.0 * (double)d->peak_bytes / (double)d->total_bytes);
@@ -481,15 +482,15 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
 
 static void print_oom_events(FILE *out, const vt_snapshot *s)
 {
-    char b[32], line[512];
+    char b[32], when[48], line[512];
     if (!s->noom_events)
         return;
     fprintf(out, "\n%sout-of-memory events%s\n", vt_on(VT_STYLE_BAD), vt_off());
     for (size_t i = 0; i < s->noom_events; i++) {
         const vt_oom *e = &s->oom_events[i];
-        int n = snprintf(line, sizeof line, "%s asked on cuda:%d via %s, %s of step %lld: %s",
-                         vt_fmt_bytes(b, e->size), e->device, e->api, vt_phase_name(e->phase),
-                         (long long)e->step,
+        int n = snprintf(line, sizeof line, "%s asked on cuda:%d via %s, %s: %s",
+                         vt_fmt_bytes(b, e->size), e->device, e->api,
+                         vt_fmt_when(when, e->phase, e->step),
                          e->retry_succeeded ? "a retry succeeded (the caching allocator freed "
                                               "its cache and tried again)"
                                             : "no retry succeeded");

@@ -19,10 +19,15 @@ static json_t *str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+static json_t *phase_or_null(vt_phase p)
+{
+    return p == VT_NOPHASE ? json_null() : json_string(vt_phase_name(p));
+}
+
 json_t *vt_peak_json(const vt_device *d)
 {
-    return json_pack("{s:f, s:I, s:s}", "time_s", d->peak_time_s, "step", (json_int_t)d->peak_step,
-                     "phase", vt_phase_name(d->peak_phase));
+    return json_pack("{s:f, s:I, s:o}", "time_s", d->peak_time_s, "step", (json_int_t)d->peak_step,
+                     "phase", phase_or_null(d->peak_phase));
 }
 
 json_t *vt_categories_json(const vt_bill *bill)
@@ -72,7 +77,7 @@ static json_t *groups_json(const vt_bill *bill)
     json_t *a = json_array();
     for (size_t i = 0; i < bill->ngroups; i++) {
         const vt_birth_group *g = &bill->groups[i];
-        json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I}", "phase", vt_phase_name(g->phase),
+        json_array_append_new(a, json_pack("{s:o, s:I, s:I, s:I}", "phase", phase_or_null(g->phase),
                                            "step", (json_int_t)g->step, "bytes",
                                            (json_int_t)g->bytes, "count", (json_int_t)g->count));
     }
@@ -109,9 +114,9 @@ static json_t *device_json(const vt_snapshot *s, const vt_bill *bill)
 
 static json_t *oom_event_json(const vt_oom *e)
 {
-    return json_pack("{s:I, s:f, s:i, s:I, s:s, s:s, s:I, s:b, s:o}", "n", (json_int_t)e->n,
+    return json_pack("{s:I, s:f, s:i, s:I, s:s, s:o, s:I, s:b, s:o}", "n", (json_int_t)e->n,
                      "time_s", e->time_s, "device", e->device, "size", (json_int_t)e->size, "api",
-                     e->api, "phase", vt_phase_name(e->phase), "step", (json_int_t)e->step,
+                     e->api, "phase", phase_or_null(e->phase), "step", (json_int_t)e->step,
                      "retry_succeeded", e->retry_succeeded, "file", str_or_null(e->file));
 }
 
@@ -131,9 +136,9 @@ static json_t *postmortem_json(const vt_loaded *l)
         json_array_append_new(advice, json_string(items[i].text));
     vt_category dominant = bill ? vt_bill_dominant(bill) : VT_CAT_UNATTRIBUTED_PERSISTENT;
     return json_pack(
-        "{s:I, s:f, s:i, s:I, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:s, s:o, s:o}",
+        "{s:I, s:f, s:i, s:I, s:s, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:s, s:o, s:o}",
         "n", (json_int_t)o->n, "time_s", o->time_s, "device", o->device, "size",
-        (json_int_t)o->size, "api", o->api, "phase", vt_phase_name(o->phase), "step",
+        (json_int_t)o->size, "api", o->api, "phase", phase_or_null(o->phase), "step",
         (json_int_t)o->step, "error", o->error >= 0 ? json_integer(o->error) : json_null(),
         "free_bytes", int_or_null(o->free_bytes), "total_bytes", int_or_null(o->total_bytes),
         "outside_bytes", int_or_null(vt_oom_outside(s, bill)), "stack", vt_site_json(s, &request),

@@ -25,6 +25,10 @@ void vt_err_set(vt_err *err, const char *fmt, ...) __attribute__((format(printf,
 typedef enum { VT_SETUP, VT_FORWARD, VT_BACKWARD, VT_OPTIMIZER, VT_OTHER, VT_NPHASES } vt_phase;
 
 const char *vt_phase_name(vt_phase p);
+/* Every phase of a run without phase markers: "setup" would claim a moment nobody marked. */
+#define VT_NOPHASE VT_NPHASES
+/* "backward of step 3", or "step 3" without a phase. */
+const char *vt_fmt_when(char buf[48], vt_phase p, int64_t step);
 
 typedef struct {
     vt_phase phase;

@@ -125,7 +125,9 @@ def case_no_markers():
     eq(dev["categories"], cats(unattributed=19 * MiB), "categories")
     eq(dev["unattributed_split"], {"persistent": 16 * MiB, "transient": 3 * MiB}, "split")
     eq(dev["checks"], {"gradients_per_parameter": None, "optimizer_state_per_parameter": None}, "checks")
+    eq(dev["peak"], {"time_s": 0.75, "step": 0, "phase": None}, "no phase without markers")
     out = run("report", d("nomarkers.json")).stdout
+    has(out, "  peak        19.00 MiB at 0.75 s, step 0 (0.1% of the device)\n", "peak without a phase")
     has(out, "    unattributed (persistent)     16.00 MiB  84.2%", "persistent row")
     has(out, "    unattributed (transient)       3.00 MiB  15.8%", "transient row")
     has(out, "no phase markers", "note")
@@ -233,7 +235,7 @@ def case_native():
     out = run("report", d("native.json")).stdout
     has(out, "native mode", "note")
     has(out, "needs tensor mode", "what to do")
-    has(out, "    step 0, backward              40.00 MiB  1 segment\n", "a group")
+    has(out, "    backward of step 0            40.00 MiB  1 segment\n", "a group")
     has(out, "    setup                         20.00 MiB  2 segments\n", "setup group")
 
 
@@ -257,7 +259,7 @@ def case_ranks():
     eq(r["oom_postmortems"], [], "no post-mortem given")
     out = run("report", d("ranks")).stdout
     has(out, "vramtap report  3 processes", "title")
-    has(out, "      1     1     1002  cuda:1    12.00 GiB  backward, step 7, 25.00 s    activations 66.7%\n",
+    has(out, "      1     1     1002  cuda:1    12.00 GiB  backward of step 7, 25.00 s  activations 66.7%\n",
         "rank 1 line")
     has(out, "  heaviest  rank 1, pid 1002: 12.00 GiB on cuda:1\n", "heaviest")
     has(out, "  spread    10.00 GiB to 12.00 GiB: 2.00 GiB, the heaviest is 20.0% above the lightest\n", "spread")
@@ -289,10 +291,12 @@ def case_diff():
     out = run("diff", a, b).stdout
     has(out, "  command   A: python train.py --batch-size 4\n            B: python train.py --batch-size 8\n", "command")
     has(out, "  env       CUDA_VISIBLE_DEVICES  A: (unset)  B: 1\n", "env")
-    has(out, "  peak                       850.00 MiB         1.22 GiB   +400.00 MiB   +47.1%\n", "peak row")
-    has(out, "  peak at              backward, step 5 backward, step 5\n", "peak moment row")
-    has(out, "  activations                400.00 MiB       800.00 MiB   +400.00 MiB  +100.0%\n", "activations row")
-    has(out, "  gradients                  100.00 MiB       100.00 MiB           0 B    +0.0%\n", "gradients row")
+    has(out, "  peak                           850.00 MiB             1.22 GiB   +400.00 MiB   +47.1%\n", "peak row")
+    has(out, "  peak at                backward of step 5   backward of step 5\n", "peak moment row")
+    has(out, "  activations                    400.00 MiB           800.00 MiB   +400.00 MiB  +100.0%\n",
+        "activations row")
+    has(out, "  gradients                      100.00 MiB           100.00 MiB           0 B    +0.0%\n",
+        "gradients row")
     has(out, "     +300.00 MiB  300.00 MiB -> 600.00 MiB  model.py:70 attention < model.py:35 forward", "grew")
 
 
@@ -328,7 +332,7 @@ def case_top_device():
 
 def case_levels():
     out = run("report", d("tricky.json")).stdout
-    has(out, "  peak        159.00 MiB at 2.25 s, step 0, backward (1.0% of the device)\n", "peak")
+    has(out, "  peak        159.00 MiB at 2.25 s, backward of step 0 (1.0% of the device)\n", "peak")
     has(out, "    tensors                159.00 MiB live allocations at the peak (the bill above)\n", "tensors")
     has(out, "    allocator reserved     170.00 MiB +11.00 MiB held by the allocator beyond the tensors:", "reserved")
     has(out, "    device used            590.00 MiB +420.00 MiB beyond the allocator: the CUDA context", "used")
