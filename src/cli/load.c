@@ -526,16 +526,13 @@ static int load_device(vt_snapshot *s, json_t *d, vt_device *dev, vt_err *err)
         get_time(d, "peak_time_s", REQUIRED, &dev->peak_time_s, err) ||
         get_phase(d, "peak_phase", &dev->peak_phase, err) ||
         get_int(d, "peak_step", 0, s->steps, REQUIRED, &dev->peak_step, err) ||
-        get_bytes(d, "live_bytes_at_end", NULLABLE, &dev->live_bytes_at_end, err) ||
         get_bytes(d, "used_at_peak_bytes", NULLABLE, &dev->used_at_peak_bytes, err) ||
         get_container(d, "reserved", JSON_OBJECT, NULLABLE, &reserved, err))
         return -1;
     dev->device = (int)ordinal;
-    dev->reserved_peak_bytes = dev->reserved_current_bytes = -1;
-    if (reserved &&
-        (get_str(reserved, "source", REQUIRED, &dev->reserved_source, err) ||
-         get_bytes(reserved, "peak_bytes", REQUIRED, &dev->reserved_peak_bytes, err) ||
-         get_bytes(reserved, "current_bytes", NULLABLE, &dev->reserved_current_bytes, err)))
+    dev->reserved_peak_bytes = -1;
+    if (reserved && (get_str(reserved, "source", REQUIRED, &dev->reserved_source, err) ||
+                     get_bytes(reserved, "peak_bytes", REQUIRED, &dev->reserved_peak_bytes, err)))
         return fail_in(err, "reserved");
     return 0;
 }

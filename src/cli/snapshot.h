@@ -46,7 +46,6 @@ typedef enum {
 
 typedef struct {
     int64_t size;
-    double birth_time;
     vt_moment birth, death; /* death is meaningful only when !alive_at_end */
     int32_t site;           /* index into sites, -1 when stacks were off */
     int32_t device;
@@ -62,9 +61,8 @@ typedef struct {
     double peak_time_s;
     vt_phase peak_phase;
     int64_t peak_step;
-    int64_t live_bytes_at_end;
     const char *reserved_source; /* NULL: no reserved figure */
-    int64_t reserved_peak_bytes, reserved_current_bytes;
+    int64_t reserved_peak_bytes;
     int64_t used_at_peak_bytes;
     /* filled by the loader from allocations[] */
     int64_t listed_bytes;
