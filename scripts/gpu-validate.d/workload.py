@@ -138,6 +138,14 @@ class Cuda:
     def total_memory(self):
         return torch.cuda.get_device_properties(self.device).total_memory
 
+    def free_for_tensors(self):
+        """What new tensors can still get: the device's free memory and the allocator's cache."""
+        free = torch.cuda.mem_get_info(self.device)[0]
+        return free + torch.cuda.memory_reserved(self.device) - self.allocated()
+
+    def ballast(self, size):
+        return torch.empty(size, dtype=torch.uint8, device=self.device)
+
     def facts(self):
         f = {}
         f["allocator_backend"] = guard(lambda: torch.cuda.memory.get_allocator_backend())
@@ -305,10 +313,20 @@ class Mirror:
     def allocated(self):
         return self._pool_attr(7) if self.mode == "pool" else self.live
 
-    def total_memory(self):
+    def _mem_get_info(self):
         free, total = ctypes.c_size_t(), ctypes.c_size_t()
         self.rt.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total))
-        return total.value
+        return free.value, total.value
+
+    def total_memory(self):
+        return self._mem_get_info()[1]
+
+    def free_for_tensors(self):
+        return self._mem_get_info()[0] + (self._pool_attr(5) or 0) - (self._pool_attr(7) or 0)
+
+    def ballast(self, size):
+        self.alloc(size, ("ballast", 0))
+        return None
 
     def facts(self):
         return {"allocator_backend": "stand-in mirror (%s)" % self.mode, "memory_stats": None,
@@ -539,27 +557,35 @@ def case_oom(args, backend, result):
     trainer.batch = None
     backend.drop_batch()
     bytes_per_seq = cfg["seq"] * cfg["d"] * 4  # the token embedding's fp32 output per sequence
-    total = backend.total_memory()
-    result.update(config=cfg, oom=args.oom, total_memory=total)
+    result.update(config=cfg, oom=args.oom, total_memory=backend.total_memory())
+    ballast = None
     if args.oom == "fraction":
         if backend.dry:
             result["skipped"] = "skipped (dry run): set_per_process_memory_fraction needs CUDA"
             return
         headroom = 256 << 20
         limit = backend.allocated() + headroom
-        fraction = limit / total
+        fraction = limit / result["total_memory"]
         torch.cuda.set_per_process_memory_fraction(fraction, 0)
-        big = -(-4 * headroom // bytes_per_seq)
-        result.update(fraction=fraction, limit_bytes=int(fraction * total), headroom=headroom)
+        request = 4 * headroom
+        result.update(fraction=fraction, limit_bytes=int(fraction * result["total_memory"]),
+                      headroom=headroom)
     else:
-        # The embedding's output alone is larger than the whole device: a real refusal by CUDA.
-        big = -(-int(total * 1.25) // bytes_per_seq)
+        # Take all but a margin of the device with one tensor, then ask for twice the margin: a
+        # real refusal by CUDA, for a request far below the device's size (a request beyond the
+        # card's capacity might be refused as an invalid value rather than out of memory).
+        margin = (4 << 20) if backend.dry else (8 << 30)
+        free = backend.free_for_tensors()
+        ballast = backend.ballast(free - margin)
+        request = 2 * margin
+        result.update(margin=margin, free_before_ballast=free,
+                      ballast={"address": backend.addr(("ballast", 0), ballast),
+                               "size": free - margin})
+    big = -(-request // bytes_per_seq)
     result["batch"] = big
     result["expected_request"] = big * bytes_per_seq
     x = torch.randint(cfg["vocab"], (big, cfg["seq"]), device=backend.device)
-    x_key = None
-    if backend.dry:
-        x_key = backend.alloc(nbytes(x), ("batch", "big"))
+    x_key = backend.alloc(nbytes(x), ("batch", "big")) if backend.dry else None
     result["input"] = {"address": backend.addr(x_key, x), "size": nbytes(x)}
     try:
         model(x)
@@ -572,6 +598,7 @@ def case_oom(args, backend, result):
         params, grads, state = tensors_record(backend, model, opt)
         result.update(params=params, grads=grads, state=state)
         result["facts"] = backend.facts()
+    del ballast
 
 
 def main():

@@ -62,6 +62,8 @@ snap = {
          "birth": {"phase": "optimizer"}},
         {"device": 0, "address": "0x4000", "size": 999, "kind": "device", "site": 1,
          "birth": {"phase": "forward"}},
+        {"device": 0, "address": "0x5000", "size": 32, "kind": "pool", "site": None,
+         "birth": {"phase": "forward"}},
         {"device": 1, "address": "0x1000", "size": 5, "kind": "pool", "site": None,
          "birth": {"phase": "setup"}},
     ],
@@ -79,13 +81,14 @@ snap = {
 res = {"params": [{"name": "w", "address": 0x1000, "size": 64}],
        "grads": [{"name": "w", "address": 0x2000, "size": 64}],
        "state": [{"name": "w.exp_avg", "address": 0x3000, "size": 128, "on_device": True},
+                 {"name": "w.exp_avg_sq", "address": 0x5000, "size": 256, "on_device": True},
                  {"name": "w.step", "address": None, "size": 4, "on_device": False}],
        "batch": []}
 groups, off = v.group_allocations(snap, res)
 expect({g: [a["address"] for a in al] for g, al in groups.items()},
        {"parameters and buffers": ["0x1000"], "gradients (.grad)": ["0x2000"],
-        "optimizer state": ["0x3000"], "batch": [], "other": ["0x4000"]}, "groups")
-expect(off, [], "sizes all match")
+        "optimizer state": ["0x3000"], "other": ["0x4000", "0x5000"]}, "groups")
+expect(off, [("w.exp_avg_sq", 256, 32)], "an address reused by another size")
 expect(v.site_label(snap, 0),
        "libc10_cuda.so!c10::cuda::alloc < libtorch_cuda.so!0x10 < train.py:7 step", "site label")
 expect(v.site_label(snap, 1), "(only CUDA and interpreter frames)", "plumbing only")
