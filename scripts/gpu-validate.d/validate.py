@@ -1157,6 +1157,28 @@ def section_oom(ctx):
 
 
 def write_report(ctx, final=False):
+    """The Markdown report and the JSON beside it. A bug in the rendering must not lose the
+    figures: the JSON is written first, and a failed rendering leaves a plain list of checks."""
+    with open(ctx.json_path, "w") as f:
+        json.dump({"date": ctx.date, "dry_run": ctx.dry, "checks": ctx.checks.items,
+                   "notes": ctx.notes, "raw": ctx.raw}, f, indent=1, default=str)
+    try:
+        text = render_report(ctx, final)
+    except Exception as e:  # see the docstring
+        import traceback
+        text = "# vramtap validation — %s\n\nThe report could not be rendered (%s: %s); the " \
+               "figures are in %s.\n\n```\n%s```\n\n%s" % (
+                   ctx.date, type(e).__name__, e, os.path.basename(ctx.json_path),
+                   traceback.format_exc(), table(["check", "kind", "status", "expected", "got",
+                                                  "note"],
+                                                 [[x["name"], x["kind"], x["status"],
+                                                   x["expected"], x["got"], x["note"]]
+                                                  for x in ctx.checks.items]))
+    with open(ctx.md_path, "w") as f:
+        f.write(text)
+
+
+def render_report(ctx, final):
     c = ctx.checks
     counts = {}
     for item in c.items:
@@ -1301,11 +1323,7 @@ def write_report(ctx, final=False):
     L.append("`%s` beside this file holds every figure above and the programs' outputs.%s\n" % (
         os.path.basename(ctx.json_path), " The snapshots and logs are in the archive named by "
         "--archive." if ctx.args.archive else ""))
-    with open(ctx.md_path, "w") as f:
-        f.write("\n".join(L))
-    with open(ctx.json_path, "w") as f:
-        json.dump({"date": ctx.date, "dry_run": ctx.dry, "checks": c.items, "notes": ctx.notes,
-                   "raw": ctx.raw}, f, indent=1, default=str)
+    return "\n".join(L)
 
 
 class Ctx:

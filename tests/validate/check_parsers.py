@@ -105,6 +105,61 @@ expect(v.torch_peak_phase({"max_allocated": 30, "phase_samples": samples}), ("ba
 expect(v.fmt_bytes(1536), "1,536 B (1.50 KiB)", "fmt_bytes")
 expect(v.fmt_bytes(None), "n/a", "fmt_bytes None")
 
+# The report with what only a GPU run fills in (profiler, history timings, a post-mortem), so
+# that its rendering is exercised before the one GPU run that needs it.
+out = tempfile.mkdtemp()
+ctx = v.Ctx()
+ctx.dry, ctx.date, ctx.notes = False, "2026-01-01", ["a note"]
+ctx.checks = v.Checks()
+ctx.checks.add("tensor", "tensor mode, fp32: something exact", 1, 2)
+ctx.checks.add("tensor", "tensor mode, fp32: peak vs torch.cuda.max_memory_allocated()", 100, 99,
+               kind="tolerance", ok=True, note="rounded to 512")
+ctx.checks.skip("oom", "OOM (set_per_process_memory_fraction): post-mortem", "why")
+
+
+class Args:
+    archive = None
+
+
+class Runner:
+    started = 0.0
+
+
+ctx.args, ctx.runner = Args(), Runner()
+ctx.md_path, ctx.json_path = os.path.join(out, "r.md"), os.path.join(out, "r.json")
+dev = {"device": 0, "peak_bytes": 3000, "peak": {"phase": "backward", "step": 1},
+       "categories": {"parameters": 1000, "gradients": 1000, "optimizer_state": 0,
+                      "activations": 1000, "temporary": 0, "unattributed": 0}}
+ctx.raw = {
+    "versions": {"nvidia_smi": "NVIDIA H200, 143771 MiB, 580.1, 0000:00:00.0",
+                 "cuda_found": {"include": "/usr/local/cuda/include"}},
+    "torch": {"gpu": "NVIDIA H200", "gpu_total_bytes": 150 << 30, "torch": "2.11.0"},
+    "cuda": {"dynamic": {"account": {"driver_version": 13000},
+                         "table": [["runtime sync", "1 B", "device", "yes", "cudaMalloc",
+                                    "cudaMalloc", "2 MiB", "2 MiB"]]}},
+    "runs": {"tensor-fp32": {"report": {"devices": [dev]}, "categories": dev["categories"],
+                             "groups": {"other": {"count": 1, "bytes": 5,
+                                                  "categories": {"parameters": 5}}},
+                             "other_allocations": [{"label": "libcublasLt.so.13!x", "kind":
+                                                    "device", "born": "forward", "count": 1,
+                                                    "bytes": 5}]}},
+    "profiler": {"timeline": {"peak": 2900, "events": 10, "categories": {}},
+                 "mapped": {"parameters": 1000, "gradients": 900, "activations": 1000},
+                 "result": {"profiled_s": 1.5, "export_s": 0.5}},
+    "timing_table": [["plain", "1.000", "1.000", ""], ["history", "n/a", "n/a", "why"]],
+    "oom": {"device": {"result": {"message": "CUDA out of memory.\nmore"},
+                       "other_allocations": [{"label": "x", "kind": "pool", "born": "setup",
+                                              "count": 1, "bytes": 1}]}},
+}
+v.write_report(ctx, final=True)
+md = open(ctx.md_path).read()
+for want in ("# vramtap on NVIDIA H200", "could not be rendered", "torch.profiler (",
+             "| parameters | 1,000 B | 1,000 B |", "Step time",
+             "PyTorch said: `CUDA out of memory.`", "libcublasLt.so.13!x", "Exact checks failed: 1"):
+    if (want in md) == (want == "could not be rendered"):
+        failures.append("rendered report: %r %s" % (want, "present" if want in md else "missing"))
+expect(json.load(open(ctx.json_path))["raw"]["torch"]["gpu"], "NVIDIA H200", "JSON beside it")
+
 for f in failures:
     print("FAIL:", f)
 print("%d failures" % len(failures))
