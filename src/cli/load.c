@@ -817,6 +817,9 @@ static int frame_fields(json_t *o, vt_frame *f, vt_err *err)
                    ? -1
                    : 0;
     }
+    /* A PyTorch op or profiler annotation from an imported trace: shown by its name. */
+    if (!strcmp(type, "op"))
+        return get_str(o, "name", NULLABLE, &f->symbol, err);
     if (strcmp(type, "native")) {
         /* a frame type from a newer library: shown by its type alone */
         f->module = type;
