@@ -140,3 +140,22 @@ int vt_query_meminfo(int64_t *free_bytes, int64_t *total_bytes)
     *total_bytes = (int64_t)t;
     return 0;
 }
+
+typedef CUresult (*exchange_fn)(CUstreamCaptureMode *);
+
+int vt_capture_relax(void)
+{
+    exchange_fn exchange = (exchange_fn)vt_real_driver(VT_DRV_cuThreadExchangeStreamCaptureMode);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!exchange || exchange(&mode) != CUDA_SUCCESS)
+        return -1;
+    return (int)mode;
+}
+
+void vt_capture_restore(int mode)
+{
+    exchange_fn exchange = (exchange_fn)vt_real_driver(VT_DRV_cuThreadExchangeStreamCaptureMode);
+    CUstreamCaptureMode m = (CUstreamCaptureMode)mode;
+    if (exchange && mode >= 0)
+        exchange(&m);
+}

@@ -40,7 +40,8 @@
     X(cuDeviceTotalMem_v2)                                                                         \
     X(cuDeviceGetUuid_v2)                                                                          \
     X(cuDeviceGetDefaultMemPool)                                                                   \
-    X(cuMemPoolGetAttribute)
+    X(cuMemPoolGetAttribute)                                                                       \
+    X(cuThreadExchangeStreamCaptureMode)
 
 typedef enum {
 #define VT_DRV_ENUM(name) VT_DRV_##name,
@@ -63,6 +64,12 @@ VT_HIDDEN void vt_route_swap(void **pfn, const char *route, const char *symbol, 
 /* The current device's free and total memory (driver), 0 on success. Only from inside a hook:
  * never before main or at exit. */
 VT_HIDDEN int vt_query_meminfo(int64_t *free_bytes, int64_t *total_bytes);
+
+/* While a stream is captured into a CUDA graph in global mode, a query CUDA deems unsafe from
+ * any thread would invalidate the capture. Around its own queries the calling thread opts out,
+ * as libraries are meant to; vt_capture_restore puts back what vt_capture_relax returned. */
+VT_HIDDEN int vt_capture_relax(void);
+VT_HIDDEN void vt_capture_restore(int mode);
 
 /* Wrappers for the driver functions, defined in hooks_driver.c (NULL for those only called). */
 VT_HIDDEN void *vt_driver_wrapper(vt_drv which);

@@ -46,14 +46,15 @@ static void read_info(int device)
     CUresult (*uuid)(CUuuid *, CUdevice) =
         (CUresult(*)(CUuuid *, CUdevice))vt_real_driver(VT_DRV_cuDeviceGetUuid_v2);
     CUdevice dev;
-    if (!dev_get || dev_get(&dev, device) != CUDA_SUCCESS)
-        return;
+    int capture = vt_capture_relax();
+    int have_dev = dev_get && dev_get(&dev, device) == CUDA_SUCCESS;
     char buf[sizeof vt_state.dev[0].name] = "";
     size_t bytes = 0;
     CUuuid u;
-    int have_name = name && name(buf, sizeof buf, dev) == CUDA_SUCCESS;
-    int have_total = total && total(&bytes, dev) == CUDA_SUCCESS;
-    int have_uuid = uuid && uuid(&u, dev) == CUDA_SUCCESS;
+    int have_name = have_dev && name && name(buf, sizeof buf, dev) == CUDA_SUCCESS;
+    int have_total = have_dev && total && total(&bytes, dev) == CUDA_SUCCESS;
+    int have_uuid = have_dev && uuid && uuid(&u, dev) == CUDA_SUCCESS;
+    vt_capture_restore(capture);
     vt_lock();
     vt_device *d = &vt_state.dev[device];
     if (have_name)
@@ -117,10 +118,13 @@ static int read_pools(int device, uint64_t sum[4])
 static void sample(int device, uint8_t reason)
 {
     int64_t free_bytes, total_bytes;
-    if (vt_query_meminfo(&free_bytes, &total_bytes) != 0)
-        return;
+    int capture = vt_capture_relax();
+    int have_info = vt_query_meminfo(&free_bytes, &total_bytes) == 0;
     uint64_t pool[4];
-    int have_pool = read_pools(device, pool) == 0;
+    int have_pool = have_info && read_pools(device, pool) == 0;
+    vt_capture_restore(capture);
+    if (!have_info)
+        return;
     vt_lock();
     vt_device *d = &vt_state.dev[device];
     vt_sample s = {.time = vt_clock(),

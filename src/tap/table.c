@@ -272,7 +272,9 @@ void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom)
     int64_t free_bytes = -1, total_bytes = -1;
     if (is_oom) {
         site = vt_stack_here();
+        int capture = vt_capture_relax();
         vt_query_meminfo(&free_bytes, &total_bytes);
+        vt_capture_restore(capture);
     }
     int post_mortem = 0;
     vt_lock();
