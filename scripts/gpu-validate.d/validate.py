@@ -537,7 +537,8 @@ def section_cuda(ctx):
 def compare_routes(ctx, label, variant, acct, snap):
     sec = "cuda"
     dev = next((d for d in snap.get("devices", []) if d["device"] == 0), {})
-    ctx.checks.add(sec, "%s: peak bytes" % label, acct["peak_bytes"], dev.get("peak_bytes"))
+    ctx.checks.add(sec, "%s: peak bytes" % label, fmt_bytes(acct["peak_bytes"]),
+                   fmt_bytes(dev.get("peak_bytes")), ok=acct["peak_bytes"] == dev.get("peak_bytes"))
     want = sorted((addr_int(a["address"]), a["size"], a["kind"]) for a in acct["allocations"]
                   if a["at_peak"])
     got = sorted((addr_int(a["address"]), a["size"], a["kind"]) for a in snap.get("allocations", [])
@@ -574,10 +575,12 @@ def compare_routes(ctx, label, variant, acct, snap):
     ctx.checks.add(sec, "%s: frees matched" % label, acct["frees"], c.get("frees"))
     ctx.checks.add(sec, "%s: unknown frees, failed calls, dropped events" % label, [0, 0, 0],
                    [c.get("unknown_frees"), c.get("failed_calls"), c.get("dropped")])
-    ctx.checks.add(sec, "%s: live bytes at the end" % label, acct["live_bytes_at_end"],
-                   dev.get("live_bytes_at_end"))
-    ctx.checks.add(sec, "%s: pinned host memory apart (host peak)" % label, acct["host_bytes"],
-                   (snap.get("host") or {}).get("peak_bytes"))
+    ctx.checks.add(sec, "%s: live bytes at the end" % label, fmt_bytes(acct["live_bytes_at_end"]),
+                   fmt_bytes(dev.get("live_bytes_at_end")),
+                   ok=acct["live_bytes_at_end"] == dev.get("live_bytes_at_end"))
+    host = (snap.get("host") or {}).get("peak_bytes")
+    ctx.checks.add(sec, "%s: pinned host memory apart (host peak)" % label,
+                   fmt_bytes(acct["host_bytes"]), fmt_bytes(host), ok=acct["host_bytes"] == host)
     # cudaMemGetInfo: the driver rounds each allocation up to its granularity (queried, not
     # assumed: cuMemGetAllocationGranularity, RECOMMENDED), pools reserve in their own chunks,
     # and managed memory takes device memory only when touched (never here).
@@ -807,6 +810,22 @@ def check_tensor(ctx, sec, label, name, res, snap, rep, dev):
     ctx.checks.add(sec, "%s: gradient bytes = parameters that require grad" % label,
                    exp["gradients"], exp["grad_tensors"],
                    note="from PyTorch: sum over p.grad vs sum over parameters with requires_grad")
+    # The report's own category totals against PyTorch's figures; whatever is not the model's
+    # tensors is named (a library's workspace kept from the first forward is "parameters" by
+    # the rules: long-lived state built in forward).
+    other = sub.get("other") or {}
+    others = summarize_others(snap, groups["other"])
+    for cat, want in (("parameters", exp["parameters_and_buffers"]),
+                      ("gradients", exp["gradients"]),
+                      ("optimizer_state", exp["optimizer_state_device"])):
+        extra = other.get(cat) or 0
+        ctx.checks.add(sec, "%s: report's %s vs PyTorch's %s" % (
+            label, cat, {"parameters": "parameters + buffers", "gradients": "gradients",
+                         "optimizer_state": "optimizer.state (on the device)"}[cat]),
+            fmt_bytes(want), fmt_bytes(cats.get(cat)), ok=cats.get(cat) == want + extra,
+            note="equal" if cats.get(cat) == want else
+            "the report's figure = PyTorch's + %s in allocations that are not the model's "
+            "tensors (see 'Not the program's own tensors' below)" % fmt_bytes(extra))
     # The parts add up to the whole report.
     total = {k: 0 for k in CATS}
     for c in sub.values():
@@ -814,7 +833,7 @@ def check_tensor(ctx, sec, label, name, res, snap, rep, dev):
             total[k] += (c or {}).get(k) or 0
     ctx.checks.add(sec, "%s: categories of the groups add up to the report's" % label,
                    {k: cats.get(k) for k in CATS}, total)
-    store["other_allocations"] = summarize_others(snap, groups["other"])
+    store["other_allocations"] = others
     # Peak against PyTorch's high-water mark, on the bytes both count: the pool's allocations.
     pool = [a for a in snap["allocations"] if a["device"] == 0 and a.get("kind") == "pool"]
     pool_bytes = sum(a["size"] for a in pool)
@@ -835,18 +854,21 @@ def check_tensor(ctx, sec, label, name, res, snap, rep, dev):
         note += ("That is exactly the %d live allocations each rounded up to %d bytes." % (
             len(pool), g) if g else "No single rounding granularity explains it exactly: the "
                                     "pool's high-water moment may not be vramtap's peak moment.")
-    ctx.checks.add(sec, "%s: peak vs torch.cuda.max_memory_allocated()" % label, torch_max,
-                   pool_bytes, kind="tolerance",
+    ctx.checks.add(sec, "%s: peak vs torch.cuda.max_memory_allocated()" % label,
+                   fmt_bytes(torch_max), fmt_bytes(pool_bytes), kind="tolerance",
                    ok=diff is not None and abs(diff) <= 0.01 * max(torch_max, 1), note=note)
     samples = (snap["devices"][0].get("samples") or []) if snap.get("devices") else []
     last = [s for s in samples if s.get("pool_used_high_bytes") is not None]
-    ctx.checks.add(sec, "%s: the pool's UsedMemHigh as vramtap last read it" % label, torch_max,
-                   last[-1]["pool_used_high_bytes"] if last else None,
+    seen = last[-1]["pool_used_high_bytes"] if last else None
+    ctx.checks.add(sec, "%s: the pool's UsedMemHigh as vramtap last read it" % label,
+                   fmt_bytes(torch_max), fmt_bytes(seen), ok=seen is not None and torch_max == seen,
                    note="the same driver attribute PyTorch reports as max_memory_allocated; "
                         "vramtap reads it at phase boundaries and new peaks")
     levels = dev.get("levels") or {}
     ctx.checks.add(sec, "%s: allocator reserved level vs torch.cuda.max_memory_reserved()" % label,
-                   res["max_reserved"], levels.get("reserved"),
+                   fmt_bytes(res["max_reserved"]), fmt_bytes(levels.get("reserved")),
+                   ok=levels.get("reserved") is not None
+                   and res["max_reserved"] == levels.get("reserved"),
                    note="source %s: the pool's ReservedMemHigh" % levels.get("reserved_source"))
     tp, ts = torch_peak_phase(res)
     vp = (dev.get("peak") or {})
@@ -913,7 +935,8 @@ def check_native(ctx, sec, label, res, snap, rep, dev, expandable):
     store = ctx.raw["runs"]["native-expandable" if expandable else "native"]
     store["outside_allocations"] = summarize_others(snap, out)
     ctx.checks.add(sec, "%s: vramtap's peak in PyTorch's segments vs max_memory_reserved()" % label,
-                   res["max_reserved"], in_bytes,
+                   fmt_bytes(res["max_reserved"]), fmt_bytes(in_bytes),
+                   ok=res["max_reserved"] == in_bytes,
                    note="vramtap peak %s = %s in %d allocations inside PyTorch's %d segments + %s "
                         "outside them (%s)" % (
                             fmt_bytes(dev["peak_bytes"]), fmt_bytes(in_bytes), len(ins), len(segs),
@@ -921,8 +944,8 @@ def check_native(ctx, sec, label, res, snap, rep, dev, expandable):
                             ", ".join(o["label"] for o in store["outside_allocations"])[:300]
                             or "none"))
     levels = dev.get("levels") or {}
-    ctx.checks.add(sec, "%s: report's allocator-reserved level" % label, res["max_reserved"],
-                   levels.get("reserved"), kind="info",
+    ctx.checks.add(sec, "%s: report's allocator-reserved level" % label,
+                   fmt_bytes(res["max_reserved"]), fmt_bytes(levels.get("reserved")), kind="info",
                    note="source %s; in native mode the report's levels are of segments" %
                         levels.get("reserved_source"))
     c = snap.get("counters", {})
@@ -1107,7 +1130,9 @@ def section_oom(ctx):
         live = [a for a in pm.get("allocations", []) if a["device"] == o.get("device", 0)]
         live_sum = sum(a["size"] for a in live)
         ctx.checks.add(sec, "%s: the live set adds up to the post-mortem's live bytes" % label,
-                       live_sum, ((rep or {}).get("oom") or {}).get("live_bytes"),
+                       fmt_bytes(live_sum),
+                       fmt_bytes(((rep or {}).get("oom") or {}).get("live_bytes")),
+                       ok=live_sum == ((rep or {}).get("oom") or {}).get("live_bytes"),
                        note=err or "sum of the allocations in the file vs vramtap report --json")
         known = {}
         for group, items in (("parameters and buffers", res.get("params", [])),
@@ -1137,7 +1162,7 @@ def section_oom(ctx):
         at_fail = res.get("allocated_at_failure")
         ok = isinstance(at_fail, int) and abs(at_fail - pool_sum) <= 0.01 * max(at_fail, 1)
         ctx.checks.add(sec, "%s: pool bytes in the live set vs torch.cuda.memory_allocated()" % label,
-                       at_fail, pool_sum, kind="tolerance", ok=ok,
+                       fmt_bytes(at_fail), fmt_bytes(pool_sum), kind="tolerance", ok=ok,
                        note="read by the program right after the error; PyTorch's figure is the "
                             "pool's UsedMemCurrent (driver-rounded), tolerance 1%")
         ctx.checks.add(sec, "%s: device free and total recorded" % label, "integers",
