@@ -682,6 +682,14 @@ def first_vramtap_run(ctx, name, case, extra, **kw):
         got = run_workload(ctx, name if i == 0 else "%s-retry%d" % (name, i), case, extra, **kw)
         res, snap, _, _, info = got
         why = run_failed(res, info, True, snap)
+        # A Python exception in the workload would happen again: only a crash, a hang or a
+        # missing snapshot point at vramtap.
+        crashed = not isinstance(info["rc"], int) or info["rc"] < 0 or (
+            res is not None and not res.get("error") and snap is None)
+        if why and not crashed:
+            if i == 0:
+                ctx.first_failure = why
+            break
         if not why:
             if i:
                 ctx.notes.append("The first PyTorch run under vramtap failed with its default "
