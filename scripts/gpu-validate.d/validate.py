@@ -1021,7 +1021,8 @@ def section_tools(ctx):
     prof = (res or {}).get("profile") or {}
     store["result"] = prof
     if why:
-        ctx.checks.add(sec, "torch.profiler run", True, False, kind="tolerance", ok=False, note=why)
+        ctx.checks.add(sec, "torch.profiler run", True, False, kind="info", status="did not run",
+                       note=why)
     elif prof.get("not_available"):
         ctx.checks.skip(sec, "torch.profiler memory timeline at its peak", prof["not_available"],
                         kind="info")
@@ -1044,8 +1045,8 @@ def section_tools(ctx):
                            note="the timeline counts tensors it could see; the allocator counts "
                                 "blocks rounded to 512 bytes, and workspaces outside tensors")
         except (OSError, ValueError, TypeError, IndexError) as e:
-            ctx.checks.add(sec, "profiler raw timeline parsed", True, False, kind="tolerance",
-                           ok=False, note="%s: %s" % (type(e).__name__, e))
+            ctx.checks.add(sec, "profiler raw timeline parsed", True, False, kind="info",
+                           status="did not run", note="%s: %s" % (type(e).__name__, e))
     # Step time: plain, plain with the async backend, under vramtap (tensor and native), and
     # PyTorch's recorder in the plain process right after its own plain measurement.
     timing_runs = [
@@ -1407,6 +1408,15 @@ def main():
                                      else os.path.join(ROOT, "docs", "validation"))
     os.makedirs(report_dir, exist_ok=True)
 
+    if not ctx.dry:
+        # Before anything is built or written into docs/: is there a GPU PyTorch can use?
+        probe = subprocess.run([ctx.python, "-c", "import torch; print(torch.cuda.is_available())"],
+                               capture_output=True, text=True, timeout=300)
+        if probe.stdout.strip() != "True":
+            print("gpu-validate: PyTorch (%s) sees no CUDA device%s; on a machine without one, "
+                  "use --dry-run" % (ctx.python, ": " + probe.stderr.strip()[-300:]
+                                     if probe.returncode else ""), file=sys.stderr)
+            return 2
     ctx.cuda = find_cuda(ctx.python, ctx.dry)
     ctx.build, notes = build_vramtap(ctx, ctx.dry)
     ctx.notes += notes
