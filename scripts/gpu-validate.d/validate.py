@@ -830,7 +830,8 @@ def check_tensor(ctx, sec, label, name, res, snap, rep, dev):
         ctx.checks.add(sec, "%s: report's %s vs PyTorch's %s" % (
             label, cat, {"parameters": "parameters + buffers", "gradients": "gradients",
                          "optimizer_state": "optimizer.state (on the device)"}[cat]),
-            fmt_bytes(want), fmt_bytes(cats.get(cat)), ok=cats.get(cat) == want + extra,
+            fmt_bytes(want) + (" + %s not the model's" % fmt_bytes(extra) if extra else ""),
+            fmt_bytes(cats.get(cat)), ok=cats.get(cat) == want + extra,
             note="equal" if cats.get(cat) == want else
             "the report's figure = PyTorch's + %s in allocations that are not the model's "
             "tensors (see 'Not the program's own tensors' below)" % fmt_bytes(extra))
