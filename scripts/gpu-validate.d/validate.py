@@ -502,6 +502,10 @@ def section_cuda(ctx):
         sec = "cuda"
         label = "%s runtime" % variant
         exe, why = compile_routes(ctx, variant)
+        if ctx.dry and not exe and variant == "static" and not ctx.cuda.get("cudart_static"):
+            ctx.checks.skip(sec, "%s: program builds" % label,
+                            "skipped (dry run): no libcudart_static.a on this machine")
+            continue
         ctx.checks.add(sec, "%s: program builds" % label, True, exe is not None, note=why or "")
         if not exe:
             continue
