@@ -1382,8 +1382,10 @@ def main():
     ap.add_argument("--archive", help="also write the working directory (snapshots, logs) as "
                                       "this .tar.gz")
     ap.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS[1:]))
-    ap.add_argument("--budget", type=float, default=330,
-                    help="seconds for the whole run; later sections are skipped past it")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for the whole run; later sections are skipped past it "
+                         "(default 330; 500 in a dry run, which may share two cores with a test "
+                         "suite)")
     ap.add_argument("--python", default=sys.executable, help="the Python with torch")
     ap.add_argument("--process-timeout", type=float, default=None,
                     help="seconds one PyTorch process may take (default 120 on a GPU, 300 in a "
@@ -1408,6 +1410,7 @@ def main():
     ctx.date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     work = args.work or tempfile.mkdtemp(prefix="vt-validate-")
     os.makedirs(work, exist_ok=True)
+    args.budget = args.budget or (500 if ctx.dry else 330)
     ctx.runner = Runner(os.path.abspath(work), args.budget)
     report_dir = args.report_dir or (tempfile.mkdtemp(prefix="vt-validate-report-") if ctx.dry
                                      else os.path.join(ROOT, "docs", "validation"))
