@@ -41,6 +41,11 @@ int vramtap_phase_end(const char *name) __attribute__((weak));
 int vramtap_step_mark(void) __attribute__((weak));
 /* 1 when libvramtap.so is loaded and recording. */
 int vramtap_is_loaded(void) __attribute__((weak));
+/* An out-of-memory error raised by the framework itself, with no failed CUDA call for vramtap
+ * to see (PyTorch's per-process memory fraction): `size` bytes were asked of `device`. A
+ * post-mortem is written as for a failed call. Returns 1 when recorded, 0 when vramtap had
+ * already recorded this failure. */
+int vramtap_note_oom(unsigned long long size, int device) __attribute__((weak));
 /* Correct the recorded allocator mode of a framework ("pytorch", "jax", "tensorflow") when the
  * program changed it after start: mode "tensor" or "native", a short reason. 0 on success. */
 int vramtap_note_mode(const char *framework, const char *mode, const char *reason)

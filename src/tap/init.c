@@ -58,6 +58,7 @@ static const char *const api_names[VT_API_COUNT] = {
     "cuMemCreate",
     "cuMemHostAlloc",
     "cuMemAllocHost_v2",
+    "framework",
 };
 
 const char *vt_api_name(vt_api api)

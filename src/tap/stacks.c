@@ -149,6 +149,20 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
+/* vramtap's own Python hooks (the module-call wrapper sits in every forward's stack): skipped
+ * like the library's own native frames. */
+static int own_python_frame(const char *file)
+{
+    static const char *const own[] = {"/vramtap/vramtap_torch.py", "/vramtap/sitecustomize.py"};
+    size_t n = file ? strlen(file) : 0;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        size_t k = strlen(own[i]);
+        if (n >= k && !strcmp(file + n - k, own[i]))
+            return 1;
+    }
+    return 0;
+}
+
 /* The signature hashes what is the same in every run: module names and offsets, Python files,
  * functions and lines; never raw addresses. */
 void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index)
@@ -189,14 +203,17 @@ void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index)
         free(dem);
         fputc('}', f);
     }
+    int written = s->n_native;
     for (int i = 0; i < s->n_py; i++) {
         uint64_t e = s->frames[s->n_native + i];
         uint32_t code = (uint32_t)(e >> 32), line = (uint32_t)e;
         const char *file = vt_pystack_file(code), *fn = vt_pystack_function(code);
+        if (own_python_frame(file))
+            continue;
         sig = fnv1a(sig, file ? file : "", file ? strlen(file) + 1 : 1);
         sig = fnv1a(sig, fn ? fn : "", fn ? strlen(fn) + 1 : 1);
         sig = fnv1a(sig, &line, sizeof line);
-        fprintf(f, "%s{\"type\": \"python\", \"file\": ", (i || s->n_native) ? ", " : "");
+        fprintf(f, "%s{\"type\": \"python\", \"file\": ", written++ ? ", " : "");
         vt_json_str(f, file);
         fprintf(f, ", \"function\": ");
         vt_json_str(f, fn);

@@ -27,6 +27,9 @@ VT_HIDDEN vt_state_t vt_state;
 VT_HIDDEN int vt_hash_oom;
 
 /* Adaptive: critical sections are a few dozen instructions, shorter than a sleep and wake. */
+/* CUDA's code for out of memory, the same in the runtime and the driver. */
+#define CUDA_OUT_OF_MEMORY 2
+
 static pthread_mutex_t state_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static vt_rec *free_recs;
 static int pending_ooms;
@@ -110,6 +113,7 @@ static int account_alloc(vt_rec *r)
     d->live += r->size;
     d->allocs++;
     d->pool_allocs += r->kind == VT_KIND_POOL;
+    d->last_alloc_seq = r->birth.seq;
     vt_state.c.allocs++;
     vt_state.made_device_alloc = 1;
     if (d->live > d->peak) {
@@ -283,6 +287,8 @@ void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom)
         vt_state.c.oom_calls++;
         if (vt_state.nooms < VT_MAX_OOMS) {
             vt_mark m = vt_mark_now_locked();
+            if (device >= 0 && device < VT_MAX_DEVICES)
+                vt_state.dev[device].last_oom_seq = m.seq;
             vt_oom *o = &vt_state.ooms[vt_state.nooms];
             *o = (vt_oom){.n = vt_state.nooms + 1,
                           .time = m.time,
@@ -306,6 +312,25 @@ void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom)
     /* The process may never reach exit: the post-mortem goes to disk now. */
     if (post_mortem)
         vt_snapshot_write_oom(post_mortem);
+}
+
+int vt_note_framework_oom(int device, uint64_t size)
+{
+    if (device < 0 || device >= VT_MAX_DEVICES)
+        return 0;
+    vt_lock();
+    const vt_device *d = &vt_state.dev[device];
+    int seen = d->last_oom_seq && d->last_oom_seq > d->last_alloc_seq;
+    vt_unlock();
+    if (seen)
+        return 0;
+    vt_note_fail(VT_API_framework, device, size, CUDA_OUT_OF_MEMORY, 1);
+    return 1;
+}
+
+VT_EXPORT int vramtap_note_oom(unsigned long long size, int device)
+{
+    return vt_cfg.disabled ? 0 : vt_note_framework_oom(device, size);
 }
 
 /* VMM: physical bytes count from cuMemCreate until every reference is released and every

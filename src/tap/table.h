@@ -87,7 +87,8 @@ typedef struct {
     int64_t used_at_peak; /* of the latest sample at or before the peak, -1 if none */
     uint64_t pool_reserved_high, pool_reserved_now;
     int have_pool;
-    uint64_t pool_allocs;          /* stream-ordered allocations: without any, no pool figures */
+    uint64_t pool_allocs; /* stream-ordered allocations: without any, no pool figures */
+    uint64_t last_alloc_seq, last_oom_seq;
     uintptr_t pools[VT_MAX_POOLS]; /* pools allocated from explicitly */
     int npools;
     uint64_t peak_seq;
@@ -159,6 +160,10 @@ VT_HIDDEN void vt_unlock(void);
 VT_HIDDEN void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size);
 VT_HIDDEN void vt_note_free(uintptr_t addr);
 VT_HIDDEN void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom);
+/* An out-of-memory error the framework raised: recorded like a failed call unless vramtap
+ * already saw the failure itself (a failed call on the device since its last allocation).
+ * Returns 1 when recorded. */
+VT_HIDDEN int vt_note_framework_oom(int device, uint64_t size);
 VT_HIDDEN void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size);
 VT_HIDDEN void vt_note_host_free(uintptr_t addr);
 VT_HIDDEN void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size);

@@ -35,6 +35,7 @@ typedef enum {
     VT_API_cuMemCreate,
     VT_API_cuMemHostAlloc,
     VT_API_cuMemAllocHost_v2,
+    VT_API_framework, /* an out-of-memory error raised by the framework without a failed call */
     VT_API_COUNT
 } vt_api;
 

@@ -36,11 +36,14 @@ def _load_api():
         mark = lib.vramtap_step_mark
     except (OSError, AttributeError):
         return None
+    # An older library has no vramtap_note_oom: out-of-memory errors then go unrecorded here.
+    note_oom = getattr(lib, "vramtap_note_oom", None)
     for fn, args in ((is_loaded, []), (begin, [ctypes.c_char_p]), (end, [ctypes.c_char_p]),
-                     (mark, [])):
-        fn.argtypes = args
-        fn.restype = ctypes.c_int
-    return (begin, end, mark) if is_loaded() else None
+                     (mark, []), (note_oom, [ctypes.c_ulonglong, ctypes.c_int])):
+        if fn is not None:
+            fn.argtypes = args
+            fn.restype = ctypes.c_int
+    return (begin, end, mark, note_oom) if is_loaded() else None
 
 
 _api = _load_api()
@@ -75,6 +78,42 @@ def _begin(name):
 
 def _end(name):
     return _api[1](name)
+
+
+_OOM_SIZE = re.compile(r"Tried to allocate ([0-9.]+) (bytes|B|KiB|MiB|GiB|TiB)")
+_OOM_DEVICE = re.compile(r"GPU (\d+)")
+_UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def _note_oom(error):
+    """PyTorch can raise OutOfMemoryError with no failed CUDA call (its per-process memory
+    fraction is checked against its own count): tell the library, which writes the post-mortem
+    it would write for a failed call, and skips it when it saw the failure itself. The message
+    gives the size asked and the device."""
+    torch = sys.modules.get("torch")
+    oom_type = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if _api[3] is None or oom_type is None or not isinstance(error, oom_type):
+        return
+    if getattr(error, "_vramtap_noted", False):
+        return
+    try:
+        error._vramtap_noted = True
+    except AttributeError:  # cannot mark it: every enclosing wrapper would record it again
+        return
+    text = str(error)
+    size = _OOM_SIZE.search(text)
+    device = _OOM_DEVICE.search(text)
+    if size is None:
+        return
+    nbytes = int(float(size.group(1)) * _UNITS[size.group(2)])
+    if device is not None:
+        index = int(device.group(1))
+    else:
+        try:
+            index = torch.cuda.current_device()
+        except Exception:  # no CUDA in this build: the device of the message is all there is
+            index = 0
+    _api[3](nbytes, index)
 
 
 def _close_abandoned_steps():
@@ -162,6 +201,9 @@ def _install_forward(torch, compiling):
         opened = _outermost_begin(is_grad_enabled())
         try:
             return call(self, *args, **kwargs)
+        except BaseException as e:
+            _note_oom(e)
+            raise
         finally:
             _tls.inside_module_call = False
             _outermost_end(opened)
@@ -202,6 +244,9 @@ def _phase_wrapper(fn, name, compiling):
         _begin(name)
         try:
             return fn(*args, **kwargs)
+        except BaseException as e:
+            _note_oom(e)
+            raise
         finally:
             _end(name)
 
@@ -270,6 +315,9 @@ def _wrap_optimizer_classes(Optimizer):
             _begin(b"optimizer")
             try:
                 return step(*args, **kwargs)
+            except BaseException as e:
+                _note_oom(e)
+                raise
             finally:
                 _end(b"optimizer")
 
