@@ -438,9 +438,11 @@ static int check_format(vt_snapshot *s, vt_err *err)
         s->kind = VT_SNAP_OOM;
     else if (!strcmp(kind, "import"))
         s->kind = VT_SNAP_IMPORT;
+    else if (!strcmp(kind, "interim"))
+        s->kind = VT_SNAP_INTERIM;
     else {
-        vt_err_set(err, "%s: kind: \"%.40s\" is not a snapshot kind (exit, oom, import)", s->path,
-                   kind);
+        vt_err_set(err, "%s: kind: \"%.40s\" is not a snapshot kind (exit, oom, import, interim)",
+                   s->path, kind);
         return -1;
     }
     return 0;

@@ -166,9 +166,10 @@ static json_t *proc_json(const proc *p)
     }
     const char *dom = p->has_device && p->dev.listed_bytes ? dominant_key(p) : NULL;
     return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:I, s:o, s:o, s:o}", "file", p->path, "kind",
-                     p->kind == VT_SNAP_OOM      ? "oom"
-                     : p->kind == VT_SNAP_IMPORT ? "import"
-                                                 : "exit",
+                     p->kind == VT_SNAP_OOM       ? "oom"
+                     : p->kind == VT_SNAP_IMPORT  ? "import"
+                     : p->kind == VT_SNAP_INTERIM ? "interim"
+                                                  : "exit",
                      "rank", int_or_null(p->rank), "local_rank", int_or_null(p->local_rank), "pid",
                      int_or_null(p->pid), "device",
                      p->has_device ? json_integer(p->dev.device) : json_null(), "peak_bytes",

@@ -213,7 +213,10 @@ static void print_run(FILE *out, const vt_snapshot *s)
 {
     char b[32];
     fprintf(out, "%svramtap report%s  %s%s\n", vt_on(VT_STYLE_BOLD), vt_off(), s->path,
-            s->kind == VT_SNAP_IMPORT ? "  (imported from a PyTorch trace)" : "");
+            s->kind == VT_SNAP_IMPORT    ? "  (imported from a PyTorch trace)"
+            : s->kind == VT_SNAP_INTERIM ? "  (written during the run: the process never reached "
+                                           "exit, e.g. killed; figures up to that moment)"
+                                         : "");
     if (s->argc) {
         fputs("  command   ", out);
         vt_print_command(out, s->argv, s->argc);

@@ -152,7 +152,7 @@ static json_t *postmortem_json(const vt_loaded *l)
 json_t *vt_report_json(vt_loaded *l)
 {
     const vt_snapshot *s = &l->snap;
-    static const char *const kinds[] = {"exit", "oom", "import"};
+    static const char *const kinds[] = {"exit", "oom", "import", "interim"};
     json_t *command = json_array(), *devices = json_array(), *events = json_array();
     for (size_t i = 0; i < s->argc; i++)
         json_array_append_new(command, json_string(s->argv[i]));

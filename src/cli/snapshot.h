@@ -103,7 +103,7 @@ typedef struct {
     int64_t error, free_bytes, total_bytes;
 } vt_oom;
 
-typedef enum { VT_SNAP_EXIT, VT_SNAP_OOM, VT_SNAP_IMPORT } vt_snap_kind;
+typedef enum { VT_SNAP_EXIT, VT_SNAP_OOM, VT_SNAP_IMPORT, VT_SNAP_INTERIM } vt_snap_kind;
 
 typedef struct {
     char *path;

@@ -421,6 +421,7 @@ __attribute__((constructor)) static void vt_init(void)
     vt_cfg.python_stacks = env_int("VRAMTAP_PYTHON_STACKS", 1, 0, 1);
     vt_cfg.depth = env_int("VRAMTAP_DEPTH", VT_DEFAULT_DEPTH, 1, VT_MAX_DEPTH);
     vt_cfg.oom_max = env_int("VRAMTAP_OOM_MAX", 4, 0, 1000);
+    vt_cfg.interim_s = env_int("VRAMTAP_INTERIM_S", 60, 0, 86400);
     const char *out = getenv("VRAMTAP_OUT");
     if (out && *out)
         snprintf(vt_cfg.out_dir, sizeof vt_cfg.out_dir, "%s", out);

@@ -5,6 +5,7 @@
 
 #include "phase.h"
 #include "sample.h"
+#include "snapshot.h"
 #include "table.h"
 #include "vramtap.h"
 
@@ -113,6 +114,8 @@ int vt_phase_end(int phase)
     vt_unlock();
     if (closed)
         vt_sample_phase();
+    if (closed && phase == VT_PHASE_OPTIMIZER)
+        vt_snapshot_write_interim();
     return rc;
 }
 
@@ -133,6 +136,7 @@ VT_EXPORT int vramtap_step_mark(void)
     vt_lock();
     vt_state.step++;
     vt_unlock();
+    vt_snapshot_write_interim();
     return VRAMTAP_OK;
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "json_out.h"
@@ -12,6 +13,7 @@
 #include "table.h"
 
 #define FORMAT_VERSION 1
+#define INTERIM_AT_ONCE 3
 
 /* Sites are written densely: only those the file's allocations and events refer to. */
 typedef struct {
@@ -332,7 +334,7 @@ static void write_ooms(FILE *f, sitemap *sm)
     fputs("],\n", f);
 }
 
-static void write_doc(FILE *f, const vt_oom *oom)
+static void write_doc(FILE *f, const char *kind, const vt_oom *oom)
 {
     vt_clock_calibrate();
     uint32_t nsites = vt_stack_count();
@@ -350,7 +352,7 @@ static void write_doc(FILE *f, const vt_oom *oom)
     }
 
     fprintf(f, "{\"format\": \"vramtap-snapshot\", \"version\": %d, \"kind\": \"%s\",\n",
-            FORMAT_VERSION, oom ? "oom" : "exit");
+            FORMAT_VERSION, kind);
     fprintf(f, "\"vramtap_version\": \"%s\", \"pid\": %d, \"prog\": ", VT_VERSION, (int)getpid());
     vt_json_str(f, vt_cfg.prog);
     fputs(",\n", f);
@@ -396,7 +398,7 @@ static void write_doc(FILE *f, const vt_oom *oom)
     free(sm.order);
 }
 
-static void write_file(const char *name, const vt_oom *oom)
+static void write_file(const char *name, const char *kind, const vt_oom *oom)
 {
     char path[8192], tmp[8300];
     snprintf(path, sizeof path, "%s/%s", vt_cfg.out_dir, name);
@@ -411,7 +413,7 @@ static void write_file(const char *name, const vt_oom *oom)
     if (buf)
         setvbuf(f, buf, _IOFBF, 1 << 16);
     vt_lock();
-    write_doc(f, oom);
+    write_doc(f, kind, oom);
     vt_unlock();
     int bad = ferror(f);
     int closed = fclose(f);
@@ -424,6 +426,11 @@ static void write_file(const char *name, const vt_oom *oom)
     vt_debug("wrote %s", path);
 }
 
+static void exit_file_name(char *buf, size_t len)
+{
+    snprintf(buf, len, "vramtap.%s.%d.json", vt_cfg.prog, (int)getpid());
+}
+
 void vt_snapshot_write_exit(void)
 {
     vt_lock();
@@ -432,8 +439,44 @@ void vt_snapshot_write_exit(void)
     if (!made)
         return;
     char name[512];
-    snprintf(name, sizeof name, "vramtap.%s.%d.json", vt_cfg.prog, (int)getpid());
-    write_file(name, NULL);
+    exit_file_name(name, sizeof name);
+    write_file(name, "exit", NULL);
+}
+
+static double mono_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void vt_snapshot_write_interim(void)
+{
+    static uint64_t written_peak[VT_MAX_DEVICES];
+    static double last;
+    static int written;
+    if (!vt_cfg.interim_s)
+        return;
+    double now = mono_seconds();
+    int rose = 0;
+    vt_lock();
+    /* Peaks stop rising after the first steps: then nothing more is written. The first few
+     * steps, where the peak is usually reached, are written at once. */
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        rose |= vt_state.dev[d].peak > written_peak[d];
+    int due = rose && (written < INTERIM_AT_ONCE || now - last >= vt_cfg.interim_s);
+    if (due) {
+        last = now;
+        written++;
+        for (int d = 0; d < VT_MAX_DEVICES; d++)
+            written_peak[d] = vt_state.dev[d].peak;
+    }
+    vt_unlock();
+    if (!due)
+        return;
+    char name[512];
+    exit_file_name(name, sizeof name);
+    write_file(name, "interim", NULL);
 }
 
 void vt_snapshot_write_oom(int n)
@@ -443,5 +486,5 @@ void vt_snapshot_write_oom(int n)
     vt_unlock();
     char name[512];
     oom_file_name(name, sizeof name, n);
-    write_file(name, &oom);
+    write_file(name, "oom", &oom);
 }

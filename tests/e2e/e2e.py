@@ -65,7 +65,8 @@ def report_json(path):
 
 
 def bill(args):
-    want, snap, _ = run_sim(args)
+    killed = "--killed-after" in args
+    want, snap, _ = run_sim(args, want_exit=-9 if killed else 0)
     if not snap:
         failures.append("no snapshot written")
         return
@@ -82,8 +83,11 @@ def bill(args):
            "peak phase")
     with open(snap) as f:
         doc = json.load(f)
+    expect(doc["kind"], "interim" if killed else "exit", "snapshot kind")
     steps = int(args[args.index("--steps") + 1]) if "--steps" in args else 3
     accum = int(args[args.index("--accum") + 1]) if "--accum" in args else 1
+    if killed:
+        steps = 2  # the last file written: the step where the peak last rose
     if "--no-markers" not in args:
         # One record per phase instance, in order, and the peak inside backward of step 1.
         kinds = [t["phase"] for t in doc["timeline"]]

@@ -3,7 +3,10 @@
  * so it prints the bill vramtap must find at the peak (one "EXPECT category NAME BYTES" line
  * per category) without applying vramtap's rules.
  *
- *   train_sim [--batch B] [--steps S] [--accum K] [--no-markers]
+ *   train_sim [--batch B] [--steps S] [--accum K] [--no-markers] [--killed-after N]
+ *
+ * --killed-after N: after N steps, print the bill so far and die by SIGKILL, as a job killed at
+ * its time limit does.
  *
  * Per layer (4): a 4 MiB weight (layer 0 through VMM), a 4 MiB gradient made in the first
  * backward (on a worker thread, as PyTorch's autograd does), two 4 MiB optimizer state tensors
@@ -16,6 +19,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +51,13 @@ static void account(int cat, long long delta)
         peak_total = total;
         memcpy(at_peak, live, sizeof live);
     }
+}
+
+static void print_bill(void)
+{
+    printf("EXPECT peak %zu\n", peak_total);
+    for (int c = 0; c < NCAT; c++)
+        printf("EXPECT category %s %zu\n", cat_names[c], at_peak[c]);
 }
 
 static void *alloc(size_t size, int cat)
@@ -107,7 +118,7 @@ static void vmm_weight(void)
 
 int main(int argc, char **argv)
 {
-    int steps = 3, accum = 1;
+    int steps = 3, accum = 1, killed_after = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc)
             batch = (size_t)atoi(argv[++i]);
@@ -117,9 +128,11 @@ int main(int argc, char **argv)
             accum = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-markers"))
             markers = 0;
+        else if (!strcmp(argv[i], "--killed-after") && i + 1 < argc)
+            killed_after = atoi(argv[++i]);
         else {
-            fprintf(stderr,
-                    "usage: train_sim [--batch B] [--steps S] [--accum K] [--no-markers]\n");
+            fprintf(stderr, "usage: train_sim [--batch B] [--steps S] [--accum K] [--no-markers] "
+                            "[--killed-after N]\n");
             return 2;
         }
     }
@@ -167,9 +180,12 @@ int main(int argc, char **argv)
         }
         release(alloc(512 * KiB, TEMP), 512 * KiB, TEMP);
         end(VRAMTAP_OPTIMIZER);
+        if (s + 1 == killed_after) {
+            print_bill();
+            fflush(stdout);
+            raise(SIGKILL);
+        }
     }
-    printf("EXPECT peak %zu\n", peak_total);
-    for (int c = 0; c < NCAT; c++)
-        printf("EXPECT category %s %zu\n", cat_names[c], at_peak[c]);
+    print_bill();
     return 0;
 }
