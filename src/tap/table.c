@@ -198,20 +198,25 @@ static int device_ok(int device)
     return 0;
 }
 
+/* The key came back without a release vramtap saw (freed through a route it does not hook, or
+ * a handle value the driver reused): the old allocation is gone. */
+static void drop_stale(vt_rec **table, uintptr_t key)
+{
+    vt_rec *stale;
+    HASH_FIND(hh, *table, &key, sizeof key, stale);
+    if (stale) {
+        HASH_DEL(*table, stale);
+        account_free(stale);
+    }
+}
+
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
     uint32_t site = vt_stack_here();
     int flags = 0;
     vt_lock();
     if (device_ok(device)) {
-        vt_rec *stale;
-        HASH_FIND(hh, vt_state.live, &addr, sizeof addr, stale);
-        if (stale) {
-            /* The address came back without a free vramtap saw (freed by a route it does not
-             * hook): the old allocation is gone. */
-            HASH_DEL(vt_state.live, stale);
-            account_free(stale);
-        }
+        drop_stale(&vt_state.live, addr);
         vt_rec *r = insert(&vt_state.live, addr, api, kind, device, size, site);
         if (r) {
             r->address = addr;
@@ -237,10 +242,21 @@ void vt_note_free(uintptr_t addr)
     vt_unlock();
 }
 
+static void host_drop(vt_rec *r)
+{
+    HASH_DEL(vt_state.host, r);
+    vt_state.hostmem.live -= r->size;
+    rec_free(r);
+}
+
 void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
 {
     uint32_t site = vt_stack_here();
     vt_lock();
+    vt_rec *stale;
+    HASH_FIND(hh, vt_state.host, &addr, sizeof addr, stale);
+    if (stale)
+        host_drop(stale);
     vt_rec *r = insert(&vt_state.host, addr, api, VT_KIND_HOST, 0, size, site);
     if (r) {
         vt_state.c.host_allocs++;
@@ -260,10 +276,8 @@ void vt_note_host_free(uintptr_t addr)
     vt_rec *r;
     HASH_FIND(hh, vt_state.host, &addr, sizeof addr, r);
     if (r) {
-        HASH_DEL(vt_state.host, r);
-        vt_state.hostmem.live -= r->size;
         vt_state.c.host_frees++;
-        rec_free(r);
+        host_drop(r);
     } else {
         vt_state.c.unknown_frees++;
     }
@@ -349,6 +363,7 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
     vt_lock();
     vt_state.c.vmm_creates++;
     if (device_ok(device)) {
+        drop_stale(&vt_state.vmm, handle);
         vt_rec *r =
             insert(&vt_state.vmm, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site);
         if (r) {
