@@ -82,6 +82,8 @@ static void write_allocations(FILE *f, const vt_oom *oom, sitemap *sm)
     vt_rec *tables[] = {vt_state.live, vt_state.vmm};
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         for (vt_rec *r = tables[t]; r; r = r->hh.next) {
+            if (vt_table_anchor(r))
+                continue;
             if (oom ? r->device == oom->device : live_at_peak(r))
                 write_rec(f, r, &first, sm);
         }

@@ -160,6 +160,37 @@ static void account_free(vt_rec *r)
     }
 }
 
+/* uthash frees a table when its last entry leaves and builds it again on the next insert: in a
+ * program whose live set keeps emptying (a workspace allocated and freed per call) that is a
+ * malloc, a memset and a free per allocation. Each table keeps an anchor, key 0, which no
+ * allocation has (NULL pointers are never recorded). */
+static vt_rec anchors[3];
+static struct vt_vmap vmap_anchor;
+
+static void anchor(vt_rec **table)
+{
+    if (*table)
+        return;
+    vt_rec *a = &anchors[table == &vt_state.live ? 0 : table == &vt_state.vmm ? 1 : 2];
+    memset(a, 0, sizeof *a);
+    vt_hash_oom = 0;
+    HASH_ADD(hh, *table, key, sizeof a->key, a);
+}
+
+int vt_table_anchor(const vt_rec *r)
+{
+    return r->key == 0;
+}
+
+/* The record of `key`; never the anchor (a release of handle 0 or NULL finds nothing). */
+static vt_rec *find(vt_rec *table, uintptr_t key)
+{
+    vt_rec *r = NULL;
+    if (key)
+        HASH_FIND(hh, table, &key, sizeof key, r);
+    return r;
+}
+
 /* A new record in `table`, or NULL (counted as dropped) when memory ran out. */
 static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, int device,
                       uint64_t size, uint32_t site)
@@ -176,6 +207,7 @@ static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, i
     r->size = size;
     r->site = site;
     r->id = ++vt_state.next_id;
+    anchor(table);
     vt_hash_oom = 0;
     HASH_ADD(hh, *table, key, sizeof r->key, r);
     if (vt_hash_oom) {
@@ -202,8 +234,7 @@ static int device_ok(int device)
  * a handle value the driver reused): the old allocation is gone. */
 static void drop_stale(vt_rec **table, uintptr_t key)
 {
-    vt_rec *stale;
-    HASH_FIND(hh, *table, &key, sizeof key, stale);
+    vt_rec *stale = find(*table, key);
     if (stale) {
         HASH_DEL(*table, stale);
         account_free(stale);
@@ -231,8 +262,7 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
 void vt_note_free(uintptr_t addr)
 {
     vt_lock();
-    vt_rec *r;
-    HASH_FIND(hh, vt_state.live, &addr, sizeof addr, r);
+    vt_rec *r = find(vt_state.live, addr);
     if (r) {
         HASH_DEL(vt_state.live, r);
         account_free(r);
@@ -253,8 +283,7 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
 {
     uint32_t site = vt_stack_here();
     vt_lock();
-    vt_rec *stale;
-    HASH_FIND(hh, vt_state.host, &addr, sizeof addr, stale);
+    vt_rec *stale = find(vt_state.host, addr);
     if (stale)
         host_drop(stale);
     vt_rec *r = insert(&vt_state.host, addr, api, VT_KIND_HOST, 0, size, site);
@@ -273,8 +302,7 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
 void vt_note_host_free(uintptr_t addr)
 {
     vt_lock();
-    vt_rec *r;
-    HASH_FIND(hh, vt_state.host, &addr, sizeof addr, r);
+    vt_rec *r = find(vt_state.host, addr);
     if (r) {
         vt_state.c.host_frees++;
         host_drop(r);
@@ -377,8 +405,7 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
 void vt_note_vmm_retain(uintptr_t handle)
 {
     vt_lock();
-    vt_rec *r;
-    HASH_FIND(hh, vt_state.vmm, &handle, sizeof handle, r);
+    vt_rec *r = find(vt_state.vmm, handle);
     if (r)
         r->refs++;
     vt_unlock();
@@ -388,8 +415,7 @@ void vt_note_vmm_release(uintptr_t handle)
 {
     vt_lock();
     vt_state.c.vmm_releases++;
-    vt_rec *r;
-    HASH_FIND(hh, vt_state.vmm, &handle, sizeof handle, r);
+    vt_rec *r = find(vt_state.vmm, handle);
     if (r) {
         r->refs--;
         vmm_maybe_free(r);
@@ -403,14 +429,17 @@ void vt_note_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
 {
     vt_lock();
     vt_state.c.vmm_maps++;
-    vt_rec *r;
-    HASH_FIND(hh, vt_state.vmm, &handle, sizeof handle, r);
+    vt_rec *r = find(vt_state.vmm, handle);
     /* A handle vramtap did not create (imported from another process) maps memory that is
      * not this process's: nothing to count. */
     if (r) {
         struct vt_vmap *m = malloc(sizeof *m);
         if (m) {
             *m = (struct vt_vmap){.addr = addr, .size = size, .handle = handle};
+            if (!vt_state.vmaps) {
+                memset(&vmap_anchor, 0, sizeof vmap_anchor);
+                HASH_ADD(hh, vt_state.vmaps, addr, sizeof vmap_anchor.addr, &vmap_anchor);
+            }
             vt_hash_oom = 0;
             HASH_ADD(hh, vt_state.vmaps, addr, sizeof m->addr, m);
             if (vt_hash_oom) {
@@ -436,7 +465,7 @@ void vt_note_vmm_unmap(uintptr_t addr, uint64_t size)
     vt_state.c.vmm_unmaps++;
     uintptr_t cur = addr;
     int found = 0;
-    while (cur < addr + size) {
+    while (cur && cur < addr + size) {
         struct vt_vmap *m;
         HASH_FIND(hh, vt_state.vmaps, &cur, sizeof cur, m);
         if (!m)
@@ -444,8 +473,7 @@ void vt_note_vmm_unmap(uintptr_t addr, uint64_t size)
         found = 1;
         HASH_DEL(vt_state.vmaps, m);
         cur += m->size ? m->size : 1;
-        vt_rec *r;
-        HASH_FIND(hh, vt_state.vmm, &m->handle, sizeof m->handle, r);
+        vt_rec *r = find(vt_state.vmm, m->handle);
         free(m);
         if (r) {
             r->maps--;
@@ -519,7 +547,8 @@ static void free_table(vt_rec **table)
     HASH_ITER(hh, *table, r, tmp)
     {
         HASH_DEL(*table, r);
-        free(r);
+        if (!vt_table_anchor(r))
+            free(r);
     }
 }
 
@@ -534,7 +563,8 @@ void vt_table_reset_after_fork(void)
     HASH_ITER(hh, vt_state.vmaps, m, tmp)
     {
         HASH_DEL(vt_state.vmaps, m);
-        free(m);
+        if (m != &vmap_anchor)
+            free(m);
     }
     for (int d = 0; d < VT_MAX_DEVICES; d++) {
         vt_rec *r = vt_state.dev[d].dead_head;

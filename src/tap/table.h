@@ -179,6 +179,9 @@ VT_HIDDEN vt_mark vt_mark_now_locked(void);
 VT_HIDDEN void vt_span_open_locked(uint8_t phase, uint64_t now);
 VT_HIDDEN void vt_span_close_locked(uint64_t now);
 
+/* Each table holds an anchor entry that is not an allocation: skip it when iterating. */
+VT_HIDDEN int vt_table_anchor(const vt_rec *r);
+
 /* The child of a fork starts with empty books. */
 VT_HIDDEN void vt_table_reset_after_fork(void);
 
