@@ -10,6 +10,12 @@
 #include "table.h"
 
 #define REAL(name) ((__typeof__(&name))vt_real_driver(VT_DRV_##name))
+/* The real function as `real`; without libcuda the wrapper answers as a driver that is not
+ * initialised. */
+#define REAL_OR_RETURN(name)                                                                       \
+    __typeof__(&name) real = REAL(name);                                                           \
+    if (!real)                                                                                     \
+    return CUDA_ERROR_NOT_INITIALIZED
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t size, CUstream s);
@@ -64,9 +70,7 @@ static void note(CUresult rc, vt_api api, vt_kind kind, int device, CUdeviceptr 
 
 VT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 {
-    __typeof__(&cuMemAlloc_v2) real = REAL(cuMemAlloc_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemAlloc_v2);
     int outer = vt_guard_enter();
     CUresult rc = real(p, size);
     vt_guard_leave();
@@ -78,9 +82,7 @@ VT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 VT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t width, size_t height,
                                       unsigned int elem)
 {
-    __typeof__(&cuMemAllocPitch_v2) real = REAL(cuMemAllocPitch_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemAllocPitch_v2);
     int outer = vt_guard_enter();
     CUresult rc = real(p, pitch, width, height, elem);
     vt_guard_leave();
@@ -94,9 +96,7 @@ VT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t widt
 
 VT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned int flags)
 {
-    __typeof__(&cuMemAllocManaged) real = REAL(cuMemAllocManaged);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemAllocManaged);
     int outer = vt_guard_enter();
     CUresult rc = real(p, size, flags);
     vt_guard_leave();
@@ -107,9 +107,7 @@ VT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned int f
 
 VT_EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
 {
-    __typeof__(&cuMemFree_v2) real = REAL(cuMemFree_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemFree_v2);
     int outer = vt_guard_enter();
     if (recording(outer) && p)
         vt_note_free((uintptr_t)p);
@@ -199,9 +197,7 @@ VT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
 VT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    __typeof__(&cuMemCreate) real = REAL(cuMemCreate);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemCreate);
     int outer = vt_guard_enter();
     CUresult rc = real(h, size, prop, flags);
     vt_guard_leave();
@@ -218,9 +214,7 @@ VT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 
 VT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 {
-    __typeof__(&cuMemRelease) real = REAL(cuMemRelease);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemRelease);
     int outer = vt_guard_enter();
     if (recording(outer))
         vt_note_vmm_release((uintptr_t)h);
@@ -231,9 +225,7 @@ VT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 
 VT_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
 {
-    __typeof__(&cuMemRetainAllocationHandle) real = REAL(cuMemRetainAllocationHandle);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemRetainAllocationHandle);
     int outer = vt_guard_enter();
     CUresult rc = real(h, addr);
     vt_guard_leave();
@@ -245,9 +237,7 @@ VT_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, 
 VT_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
                             CUmemGenericAllocationHandle h, unsigned long long flags)
 {
-    __typeof__(&cuMemMap) real = REAL(cuMemMap);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemMap);
     int outer = vt_guard_enter();
     CUresult rc = real(p, size, offset, h, flags);
     vt_guard_leave();
@@ -258,9 +248,7 @@ VT_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
 
 VT_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
 {
-    __typeof__(&cuMemUnmap) real = REAL(cuMemUnmap);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemUnmap);
     int outer = vt_guard_enter();
     if (recording(outer))
         vt_note_vmm_unmap((uintptr_t)p, size);
@@ -280,9 +268,7 @@ static void note_host(CUresult rc, vt_api api, void *p, size_t size)
 
 VT_EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
 {
-    __typeof__(&cuMemHostAlloc) real = REAL(cuMemHostAlloc);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemHostAlloc);
     int outer = vt_guard_enter();
     CUresult rc = real(p, size, flags);
     vt_guard_leave();
@@ -293,9 +279,7 @@ VT_EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
 
 VT_EXPORT CUresult cuMemAllocHost_v2(void **p, size_t size)
 {
-    __typeof__(&cuMemAllocHost_v2) real = REAL(cuMemAllocHost_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemAllocHost_v2);
     int outer = vt_guard_enter();
     CUresult rc = real(p, size);
     vt_guard_leave();
@@ -306,9 +290,7 @@ VT_EXPORT CUresult cuMemAllocHost_v2(void **p, size_t size)
 
 VT_EXPORT CUresult cuMemFreeHost(void *p)
 {
-    __typeof__(&cuMemFreeHost) real = REAL(cuMemFreeHost);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuMemFreeHost);
     int outer = vt_guard_enter();
     if (recording(outer) && p)
         vt_note_host_free((uintptr_t)p);
@@ -322,9 +304,7 @@ VT_EXPORT CUresult cuMemFreeHost(void *p)
 VT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    __typeof__(&cuGetProcAddress_v2) real = REAL(cuGetProcAddress_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuGetProcAddress_v2);
     CUresult rc = real(symbol, pfn, version, flags, status);
     if (rc == CUDA_SUCCESS)
         vt_route_swap(pfn, "cuGetProcAddress_v2", symbol, version, flags);
@@ -333,9 +313,7 @@ VT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int versi
 
 VT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-    __typeof__(&cuGetProcAddress) real = REAL(cuGetProcAddress);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    REAL_OR_RETURN(cuGetProcAddress);
     CUresult rc = real(symbol, pfn, version, flags);
     if (rc == CUDA_SUCCESS)
         vt_route_swap(pfn, "cuGetProcAddress", symbol, version, flags);

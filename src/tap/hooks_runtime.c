@@ -15,6 +15,13 @@
         (__typeof__(&name))vt_real_next(&cache_, #name);                                           \
     })
 
+/* The real function as `real`; without a runtime to call, the wrapper answers as one that
+ * could not initialise. */
+#define REAL_OR_RETURN(name)                                                                       \
+    __typeof__(&name) real = REAL(name);                                                           \
+    if (!real)                                                                                     \
+    return cudaErrorInitializationError
+
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **p, size_t size, cudaMemPool_t pool, cudaStream_t s);
@@ -74,9 +81,7 @@ static void note_free(int outer, const void *p)
 
 VT_EXPORT cudaError_t cudaMalloc(void **p, size_t size)
 {
-    __typeof__(&cudaMalloc) real = REAL(cudaMalloc);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaMalloc);
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size);
     vt_guard_leave();
@@ -86,9 +91,7 @@ VT_EXPORT cudaError_t cudaMalloc(void **p, size_t size)
 
 VT_EXPORT cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flags)
 {
-    __typeof__(&cudaMallocManaged) real = REAL(cudaMallocManaged);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaMallocManaged);
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size, flags);
     vt_guard_leave();
@@ -99,9 +102,7 @@ VT_EXPORT cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flag
 
 VT_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height)
 {
-    __typeof__(&cudaMallocPitch) real = REAL(cudaMallocPitch);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaMallocPitch);
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, pitch, width, height);
     vt_guard_leave();
@@ -113,9 +114,7 @@ VT_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, siz
 
 VT_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent extent)
 {
-    __typeof__(&cudaMalloc3D) real = REAL(cudaMalloc3D);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaMalloc3D);
     int outer = vt_guard_enter();
     cudaError_t rc = real(pp, extent);
     vt_guard_leave();
@@ -128,9 +127,7 @@ VT_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent 
 
 VT_EXPORT cudaError_t cudaFree(void *p)
 {
-    __typeof__(&cudaFree) real = REAL(cudaFree);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaFree);
     int outer = vt_guard_enter();
     note_free(outer, p);
     cudaError_t rc = real(p);
@@ -222,9 +219,7 @@ static void note_host(int outer, cudaError_t rc, vt_api api, void *p, size_t siz
 
 VT_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
 {
-    __typeof__(&cudaMallocHost) real = REAL(cudaMallocHost);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaMallocHost);
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size);
     vt_guard_leave();
@@ -234,9 +229,7 @@ VT_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
 
 VT_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
 {
-    __typeof__(&cudaHostAlloc) real = REAL(cudaHostAlloc);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaHostAlloc);
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size, flags);
     vt_guard_leave();
@@ -246,9 +239,7 @@ VT_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
 
 VT_EXPORT cudaError_t cudaFreeHost(void *p)
 {
-    __typeof__(&cudaFreeHost) real = REAL(cudaFreeHost);
-    if (!real)
-        return cudaErrorInitializationError;
+    REAL_OR_RETURN(cudaFreeHost);
     int outer = vt_guard_enter();
     if (outer && p && !vt_cfg.disabled)
         vt_note_host_free((uintptr_t)p);

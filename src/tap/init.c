@@ -76,7 +76,7 @@ static int use_tsc;
 static uint64_t start_ticks, cal_ticks;
 static double cal_seconds; /* monotonic seconds from start to cal_ticks */
 
-static double mono_since_start(void)
+double vt_mono_seconds(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -103,7 +103,7 @@ uint64_t vt_clock(void)
 void vt_clock_calibrate(void)
 {
     cal_ticks = vt_clock();
-    cal_seconds = mono_since_start();
+    cal_seconds = vt_mono_seconds();
 }
 
 double vt_seconds(uint64_t ticks)

@@ -7,7 +7,6 @@
 #include <cuda.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "resolve.h"
 #include "sample.h"
@@ -18,13 +17,6 @@
  * driver query per allocation; past this many, new peaks are sampled once a millisecond. */
 #define PEAK_SAMPLES_FREE 10000
 #define PEAK_SAMPLE_GAP_S 0.001
-
-static double mono_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int context_device(void)
 {
@@ -155,7 +147,7 @@ void vt_sample_after_alloc(int device, int first_use, int new_peak)
 {
     if (device < 0 || device >= VT_MAX_DEVICES)
         return;
-    double now = mono_seconds();
+    double now = vt_mono_seconds();
     vt_lock();
     vt_device *d = &vt_state.dev[device];
     /* The driver may not be initialised at the first allocation (a driver-API program that

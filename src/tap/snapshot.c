@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "json_out.h"
@@ -445,13 +444,6 @@ void vt_snapshot_write_exit(void)
     write_file(name, "exit", NULL);
 }
 
-static double mono_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 void vt_snapshot_write_interim(void)
 {
     static uint64_t written_peak[VT_MAX_DEVICES];
@@ -459,7 +451,7 @@ void vt_snapshot_write_interim(void)
     static int written;
     if (!vt_cfg.interim_s)
         return;
-    double now = mono_seconds();
+    double now = vt_mono_seconds();
     int rose = 0;
     vt_lock();
     /* Peaks stop rising after the first steps: then nothing more is written. The first few

@@ -68,6 +68,8 @@ extern VT_HIDDEN vt_config vt_cfg;
 VT_HIDDEN uint64_t vt_clock(void);
 VT_HIDDEN void vt_clock_calibrate(void);
 VT_HIDDEN double vt_seconds(uint64_t ticks);
+/* Seconds since start from CLOCK_MONOTONIC: for the rare moments that pace themselves. */
+VT_HIDDEN double vt_mono_seconds(void);
 VT_HIDDEN double vt_start_unix(void);
 
 /* One line on stderr, prefixed "vramtap: ". vt_warn_once keeps a flag per call site. */
