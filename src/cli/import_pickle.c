@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "paths.h"
 #include "import.h"
 
 extern char **environ;
@@ -176,7 +177,8 @@ static void thread_rule(vt_trace *tr)
 
 static const char *helper_path(void)
 {
-    static const char *const dirs[] = {VT_PYDIR_BUILD, VT_PYDIR_INSTALL};
+    const char *dirs[2];
+    vt_paths_order(VT_PYDIR_BUILD, VT_PYDIR_INSTALL, dirs);
     static char path[4096];
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dirs[i], HELPER);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "paths.h"
 
 static void usage(FILE *out)
 {
@@ -46,7 +47,8 @@ static int find_library(char *out)
         }
         return 0;
     }
-    const char *candidates[] = {VT_LIB_BUILD, VT_LIB_INSTALL};
+    const char *candidates[2];
+    vt_paths_order(VT_LIB_BUILD, VT_LIB_INSTALL, candidates);
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++)
         if (readable(candidates[i]) && realpath(candidates[i], out))
             return 0;
@@ -78,7 +80,8 @@ static int env_prepend(const char *name, const char *item, const char *seps)
  * library sees it already in front of PYTHONPATH and leaves it alone. */
 static const char *bootstrap_dir(char *out, size_t size)
 {
-    const char *candidates[] = {getenv("VRAMTAP_PYDIR"), VT_PYDIR_BUILD, VT_PYDIR_INSTALL};
+    const char *candidates[3] = {getenv("VRAMTAP_PYDIR")};
+    vt_paths_order(VT_PYDIR_BUILD, VT_PYDIR_INSTALL, candidates + 1);
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
         if (!candidates[i])
             continue;

@@ -347,7 +347,13 @@ static int is_python(void)
 static const char *bootstrap_dir(void)
 {
     static char dir[PATH_MAX];
-    const char *candidates[] = {getenv("VRAMTAP_PYDIR"), VT_PYDIR_BUILD, VT_PYDIR_INSTALL};
+    /* A library in the build tree uses the source tree's files; an installed one, the installed
+     * files; each falls back on the other. */
+    size_t root = strlen(VT_BUILD_ROOT);
+    int in_build = !strncmp(vt_cfg.self_path, VT_BUILD_ROOT, root) && vt_cfg.self_path[root] == '/';
+    const char *candidates[] = {getenv("VRAMTAP_PYDIR"),
+                                in_build ? VT_PYDIR_BUILD : VT_PYDIR_INSTALL,
+                                in_build ? VT_PYDIR_INSTALL : VT_PYDIR_BUILD};
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
         if (!candidates[i])
             continue;
