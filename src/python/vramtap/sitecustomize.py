@@ -25,10 +25,29 @@ def _start_python_frames():
     install()
 
 
+def _frames_when_cuda_starts(torch):
+    """Start Python frames at the first torch.cuda._lazy_init, which PyTorch's C++ side looks
+    up by name whenever a tensor first reaches the GPU. The frames already on the stack are
+    picked up then."""
+    cuda = getattr(torch, "cuda", None)
+    lazy_init = getattr(cuda, "_lazy_init", None)
+    if lazy_init is None:
+        return
+
+    def _lazy_init():
+        cuda._lazy_init = lazy_init
+        _start_python_frames()
+        return lazy_init()
+
+    cuda._lazy_init = _lazy_init
+
+
 def _install_hooks():
     try:
         import vramtap_torch
 
+        if _frames_deferred:
+            _frames_when_cuda_starts(sys.modules["torch"])
         vramtap_torch.install(_env_at_start)
     except Exception as e:  # the program must run on without the hooks
         sys.stderr.write("vramtap: could not install the PyTorch hooks (%s: %s); phases come "
@@ -92,7 +111,14 @@ def _run_shadowed():
 # then asks the library itself.
 if "vramtap" in os.environ.get("LD_PRELOAD", ""):
     _env_at_start = dict(os.environ)
-    _start_python_frames()
+    # Python frames cost every Python call of the process. Children of a Python process that
+    # vramtap already follows (torch.compile's compile workers, spawned data-loader workers,
+    # torchrun's workers) start them only once they put a tensor on the GPU: a compile worker
+    # never does, and runs at full speed.
+    _frames_deferred = os.environ.get("VRAMTAP_PY_PARENT") not in (None, str(os.getpid()))
+    if not _frames_deferred:
+        os.environ["VRAMTAP_PY_PARENT"] = str(os.getpid())
+        _start_python_frames()
     if "torch" in sys.modules:
         _install_hooks()
     else:
