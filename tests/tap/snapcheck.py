@@ -20,6 +20,10 @@ recorded, one expectation a line, on stdout:
                                              KEY may be a path: reserved.peak_bytes)
     EXPECT [pid=N] mode FRAMEWORK MODE REASON  modes[FRAMEWORK]
     EXPECT [pid=N] env_set NAME VALUE|-      env_set[NAME] ("-": vramtap did not set it)
+    EXPECT [pid=N] timeline_len N            records in timeline
+    EXPECT [pid=N] timeline I KEY VALUE      timeline[I][KEY] (phase, step, instance) or
+                                             timeline[I].devices[0][KEY] (live_start, live_max...)
+    EXPECT [pid=N] timeline_summary KEY VALUE  timeline_summary[KEY] (live_max: of device 0)
     EXPECT [pid=N] markers true|false        phase_markers
     EXPECT [pid=N] steps N                   steps
     EXPECT [pid=N] host_peak BYTES           host.peak_bytes
@@ -189,6 +193,19 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         expect([m.get("mode"), m.get("reason")], rest[1:3], "mode of " + rest[0])
     elif what == "env_set":
         expect(doc["env_set"].get(rest[0], "-"), rest[1], "env_set " + rest[0])
+    elif what == "timeline_len":
+        expect(len(doc["timeline"]), int(rest[0]), "timeline records")
+    elif what == "timeline":
+        rec = doc["timeline"][int(rest[0])] if int(rest[0]) < len(doc["timeline"]) else {}
+        got = rec.get(rest[1], rec.get("devices", [{}])[0].get(rest[1]))
+        want = int(rest[2]) if re.fullmatch(r"-?\d+", rest[2]) else rest[2]
+        expect(got, want, "timeline[%s].%s" % (rest[0], rest[1]))
+    elif what == "timeline_summary":
+        summary = doc["timeline_summary"] or {}
+        got = summary.get(rest[0])
+        if rest[0] == "live_max":
+            got = (got or {}).get("0")
+        expect(got, int(rest[1]), "timeline_summary " + rest[0])
     elif what == "markers":
         expect(doc["phase_markers"], rest[0] == "true", "phase_markers")
     elif what == "steps":
