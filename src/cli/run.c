@@ -26,8 +26,8 @@ static void usage(FILE *out)
             "  --mode native   keep each framework's own allocator (segments)\n"
             "  --out DIR       where the snapshots go (default: the working directory)\n"
             "\n"
-            "VRAMTAP_LIB names the library to preload (default: the build tree's, then the\n"
-            "installed one). See docs/modes.md and docs/python.md.\n");
+            "VRAMTAP_LIB names the library to preload (default: the one built or installed\n"
+            "with this command). See docs/modes.md and docs/python.md.\n");
 }
 
 static int readable(const char *path)
