@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "json_out.h"
+#include "peak.h"
 #include "snapshot.h"
 #include "stacks.h"
 #include "table.h"
@@ -69,11 +70,6 @@ static void write_rec(FILE *f, const vt_rec *r, int *first, sitemap *sm)
     fputc('}', f);
 }
 
-static int live_at_peak(const vt_rec *r)
-{
-    return r->birth.seq <= vt_state.dev[r->device].peak_seq;
-}
-
 /* Exit: the live set at each device's peak. Post-mortem: what is live on the failing device. */
 static void write_allocations(FILE *f, const vt_oom *oom, sitemap *sm)
 {
@@ -83,7 +79,7 @@ static void write_allocations(FILE *f, const vt_oom *oom, sitemap *sm)
         for (vt_rec *r = tables[t]; r; r = r->hh.next) {
             if (vt_table_anchor(r))
                 continue;
-            if (oom ? r->device == oom->device : live_at_peak(r))
+            if (oom ? r->device == oom->device : vt_peak_holds(r))
                 write_rec(f, r, &first, sm);
         }
     }

@@ -6,6 +6,7 @@
 #include "sample.h"
 #include "snapshot.h"
 #include "stacks.h"
+#include "peak.h"
 #include "table.h"
 
 /* Every key here is an address or a handle: a multiplicative mix is enough and much cheaper
@@ -82,20 +83,10 @@ static vt_rec *rec_new(void)
     return r;
 }
 
-static void rec_free(vt_rec *r)
+void vt_rec_free(vt_rec *r)
 {
     r->next = free_recs;
     free_recs = r;
-}
-
-static void release_dead(vt_device *d)
-{
-    while (d->dead_head) {
-        vt_rec *r = d->dead_head;
-        d->dead_head = r->next;
-        rec_free(r);
-    }
-    d->dead_tail = NULL;
 }
 
 /* Returns VT_FIRST_USE and VT_NEW_PEAK flags for the sampling that follows outside the lock. */
@@ -116,16 +107,8 @@ static int account_alloc(vt_rec *r)
     d->last_alloc_seq = r->birth.seq;
     vt_state.c.allocs++;
     vt_state.made_device_alloc = 1;
-    if (d->live > d->peak) {
-        d->peak = d->live;
-        d->peak_seq = r->birth.seq;
-        d->peak_time = r->birth.time;
-        d->peak_phase = r->birth.phase;
-        d->peak_step = r->birth.step;
-        d->used_at_peak = d->last_used;
-        release_dead(d);
+    if (vt_peak_note_alloc(d, r))
         flags |= VT_NEW_PEAK;
-    }
     if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
         vt_state.open.live_max[r->device] = d->live;
     if (pending_ooms) {
@@ -140,7 +123,7 @@ static int account_alloc(vt_rec *r)
     return flags;
 }
 
-/* The record leaves the live set: keep it if it was part of the peak, else recycle it. */
+/* The record leaves the live set: the peak keeps it if it was live then, else it is recycled. */
 static void account_free(vt_rec *r)
 {
     vt_device *d = &vt_state.dev[r->device];
@@ -148,16 +131,8 @@ static void account_free(vt_rec *r)
     vt_state.c.frees++;
     r->death = vt_mark_now_locked();
     r->dead = 1;
-    r->next = NULL;
-    if (r->birth.seq <= d->peak_seq) {
-        if (d->dead_tail)
-            d->dead_tail->next = r;
-        else
-            d->dead_head = r;
-        d->dead_tail = r;
-    } else {
-        rec_free(r);
-    }
+    if (!vt_peak_note_free(d, r))
+        vt_rec_free(r);
 }
 
 /* uthash frees a table when its last entry leaves and builds it again on the next insert: in a
@@ -211,7 +186,7 @@ static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, i
     vt_hash_oom = 0;
     HASH_ADD(hh, *table, key, sizeof r->key, r);
     if (vt_hash_oom) {
-        rec_free(r);
+        vt_rec_free(r);
         vt_state.c.dropped++;
         return NULL;
     }
@@ -276,7 +251,7 @@ static void host_drop(vt_rec *r)
 {
     HASH_DEL(vt_state.host, r);
     vt_state.hostmem.live -= r->size;
-    rec_free(r);
+    vt_rec_free(r);
 }
 
 void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)

@@ -1,9 +1,7 @@
 /* The books: live allocations, per-device peaks, phase marks and the timeline.
  *
  * One mutex guards all of it, so that event sequence numbers, live bytes and phase state agree
- * with each other. The peak is kept in O(1) amortised time: a device remembers the sequence
- * number of its peak and keeps the records of allocations that were live then and died later;
- * at the end the peak set is every live record born at or before the peak plus those. */
+ * with each other. The peaks are peak.c's. */
 #ifndef VT_TABLE_H
 #define VT_TABLE_H
 
@@ -178,6 +176,9 @@ VT_HIDDEN void vt_note_pool(int device, uintptr_t pool);
 VT_HIDDEN vt_mark vt_mark_now_locked(void);
 VT_HIDDEN void vt_span_open_locked(uint8_t phase, uint64_t now);
 VT_HIDDEN void vt_span_close_locked(uint64_t now);
+
+/* Records go back to a free list, not to malloc: an allocation and its free cost no malloc. */
+VT_HIDDEN void vt_rec_free(vt_rec *r);
 
 /* Each table holds an anchor entry that is not an allocation: skip it when iterating. */
 VT_HIDDEN int vt_table_anchor(const vt_rec *r);
