@@ -225,29 +225,26 @@ static int on_member(const char *key, vt_jstream *js, void *arg, vt_err *err)
     return vt_js_skip(js, err);
 }
 
+/* Events and memory references both sort by thread, then time. */
+#define CMP(x, y) (((x) > (y)) - ((x) < (y)))
+#define CMP_THREAD_TIME(a, b)                                                                      \
+    ((a)->pid != (b)->pid   ? CMP((a)->pid, (b)->pid)                                              \
+     : (a)->tid != (b)->tid ? CMP((a)->tid, (b)->tid)                                              \
+                            : CMP((a)->ts, (b)->ts))
+
 static int cmp_xev(const void *pa, const void *pb)
 {
     const xev *a = pa, *b = pb;
-    if (a->pid != b->pid)
-        return a->pid < b->pid ? -1 : 1;
-    if (a->tid != b->tid)
-        return a->tid < b->tid ? -1 : 1;
-    if (a->ts != b->ts)
-        return a->ts < b->ts ? -1 : 1;
+    int c = CMP_THREAD_TIME(a, b);
     /* the enclosing event first */
-    return (a->end < b->end) - (a->end > b->end);
+    return c ? c : CMP(b->end, a->end);
 }
 
 static int cmp_mref(const void *pa, const void *pb)
 {
     const mref *a = pa, *b = pb;
-    if (a->pid != b->pid)
-        return a->pid < b->pid ? -1 : 1;
-    if (a->tid != b->tid)
-        return a->tid < b->tid ? -1 : 1;
-    if (a->ts != b->ts)
-        return a->ts < b->ts ? -1 : 1;
-    return (a->ev > b->ev) - (a->ev < b->ev);
+    int c = CMP_THREAD_TIME(a, b);
+    return c ? c : CMP(a->ev, b->ev);
 }
 
 static int thread_cmp(const xev *x, const mref *m)

@@ -301,14 +301,10 @@ static void before_window_phase(const vt_replay *rp, vt_ialloc *a, const uint8_t
 
 /* Pairs every free with its allocation; frees of blocks allocated before the window become
  * allocations from before it. */
-static int pair(vt_replay *rp, size_t *cap, const uint8_t *label, vt_err *err)
+/* A block alive before the recording began: no birth or death in the window. */
+static vt_ialloc before_window(const vt_block *b)
 {
-    vt_trace *tr = rp->tr;
-    pent *map = NULL;
-    int rc = 0;
-    for (size_t i = 0; !rc && i < tr->nstart; i++) {
-        const vt_block *b = &tr->start_blocks[i];
-        vt_ialloc a = {.size = b->size,
+    return (vt_ialloc){.size = b->size,
                        .addr = b->addr,
                        .device = b->device,
                        .site = b->site,
@@ -316,6 +312,16 @@ static int pair(vt_replay *rp, size_t *cap, const uint8_t *label, vt_err *err)
                        .before_window = true,
                        .birth = VT_NONE,
                        .death = VT_NONE};
+}
+
+static int pair(vt_replay *rp, size_t *cap, const uint8_t *label, vt_err *err)
+{
+    vt_trace *tr = rp->tr;
+    pent *map = NULL;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < tr->nstart; i++) {
+        const vt_block *b = &tr->start_blocks[i];
+        vt_ialloc a = before_window(b);
         pkey k = key_of(b->device, b->addr, b->size, b->category);
         rc = add_alloc(rp, cap, &a, err) ||
              (push(&map, &k, rp->nallocs - 1) ? vt_imp_nomem(err) : 0);
@@ -364,14 +370,7 @@ static int pair(vt_replay *rp, size_t *cap, const uint8_t *label, vt_err *err)
         pkey k = key_of(b->device, b->addr, b->size, b->category);
         if (pop(&map, &k) != VT_NONE)
             continue;
-        vt_ialloc a = {.size = b->size,
-                       .addr = b->addr,
-                       .device = b->device,
-                       .site = b->site,
-                       .category = b->category,
-                       .before_window = true,
-                       .birth = VT_NONE,
-                       .death = VT_NONE};
+        vt_ialloc a = before_window(b);
         rc = add_alloc(rp, cap, &a, err);
     }
     if (!rc && tr->nend) {
