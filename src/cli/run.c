@@ -172,6 +172,12 @@ int vt_cmd_run(int argc, char **argv)
         return 2;
     if (mode && setenv("VRAMTAP_MODE", mode, 1) != 0)
         goto env_failed;
+    /* The command keeps this process's pid: the library knows it is the one the user started,
+     * and says once what it changed. */
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (setenv("VRAMTAP_ROOT_PID", pid, 1) != 0 || setenv("VRAMTAP_ANNOUNCE", "1", 1) != 0)
+        goto env_failed;
     /* The dynamic loader splits LD_PRELOAD at spaces and colons. */
     if (env_prepend("LD_PRELOAD", lib, ": ") != 0)
         goto env_failed;

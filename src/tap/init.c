@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "notice.h"
 #include "phase.h"
 #include "snapshot.h"
 #include "stacks.h"
@@ -443,6 +444,7 @@ __attribute__((constructor)) static void vt_init(void)
     choose_modes();
     if (vt_cfg.is_python)
         python_bootstrap();
+    vt_notice_init();
     vt_phase_init();
     vt_stacks_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -450,6 +452,8 @@ __attribute__((constructor)) static void vt_init(void)
 
 __attribute__((destructor)) static void vt_fini(void)
 {
-    if (!vt_cfg.disabled)
-        vt_snapshot_write_exit();
+    if (vt_cfg.disabled)
+        return;
+    vt_snapshot_write_exit();
+    vt_notice_exit();
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "json_out.h"
+#include "notice.h"
 #include "peak.h"
 #include "snapshot.h"
 #include "stacks.h"
@@ -421,6 +422,7 @@ static void write_file(const char *name, const char *kind, const vt_oom *oom)
         return;
     }
     vt_debug("wrote %s", path);
+    vt_notice_written(path, oom ? oom->n : 0);
 }
 
 static void exit_file_name(char *buf, size_t len)

@@ -8,6 +8,7 @@ must find exactly that.
     e2e.py oom                     a post-mortem written at the failure, and its report
     e2e.py ranks                   two ranks: one line each, the heavier named
     e2e.py signatures              the same code path, the same signatures in two runs
+    e2e.py messages                what `vramtap run` says on stderr, start and exit
 """
 import glob
 import json
@@ -175,10 +176,46 @@ def signatures():
     expect(views[0][0], views[1][0], "bytes by signature across two runs")
 
 
+def messages():
+    """Under `vramtap run`: once at start what vramtap changed, at exit the file with its peak
+    and the command that reads it (a relative --out made absolute); nothing with
+    VRAMTAP_QUIET=1."""
+    cwd = tempfile.mkdtemp(prefix="vt-msg-")
+    env = {k: v for k, v in ENV.items() if not k.startswith("VRAMTAP_") and k not in (
+        "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "XLA_PYTHON_CLIENT_ALLOCATOR",
+        "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_GPU_ALLOCATOR")}
+    env["LD_LIBRARY_PATH"] = ENV["VT_STANDIN_DIR"]
+    # the sanitizer runtimes (if any) that the library needs in front of it
+    env["LD_PRELOAD"] = ":".join(p for p in ENV["VT_PRELOAD"].split(":") if p != ENV["VT_LIB"])
+    for mode, quiet in (("tensor", False), ("native", False), ("tensor", True)):
+        if quiet:
+            env["VRAMTAP_QUIET"] = "1"
+        p = subprocess.run([CLI, "run", "--mode", mode, "--out", "snaps", "--", SIM, "--batch",
+                            "4", "--steps", "3"], env=env, cwd=cwd, capture_output=True,
+                           text=True, timeout=300)
+        expect(p.returncode, 0, "vramtap run exit status")
+        snaps = glob.glob(os.path.join(cwd, "snaps", "vramtap.train_sim.*.json"))
+        expect(len(snaps), 1, "snapshots")
+        got = [l for l in p.stderr.splitlines() if l.startswith("vramtap:")]
+        if quiet:
+            expect(got, [], "VRAMTAP_QUIET=1: lines on stderr")
+            continue
+        first = ("vramtap: tensor mode: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, "
+                 "XLA_PYTHON_CLIENT_ALLOCATOR=platform, XLA_PYTHON_CLIENT_PREALLOCATE=false, "
+                 "TF_GPU_ALLOCATOR=cuda_malloc_async so that frameworks allocate per tensor "
+                 "(--mode native keeps their own allocators)" if mode == "tensor" else
+                 "vramtap: allocator settings left as they are (native mode)")
+        want = [first, "vramtap: snapshot written, cuda:0 peak 76.50 MiB in backward of step 1; "
+                "to read it: vramtap report " + (snaps[0] if snaps else "?")]
+        expect(got, want, "--mode %s: lines on stderr" % mode)
+        for f in snaps:
+            os.unlink(f)
+
+
 def main():
     what, args = sys.argv[1], sys.argv[2:]
     {"bill": lambda: bill(args), "diff": diff, "oom": oom, "ranks": ranks,
-     "signatures": signatures}[what]()
+     "signatures": signatures, "messages": messages}[what]()
     for f in failures:
         print("FAIL:", f)
     print("%s: %d failures" % (what, len(failures)))

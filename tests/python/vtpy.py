@@ -49,7 +49,8 @@ def sanitizer_preload():
 
 def clean_env(**extra):
     """The test's environment without anything vramtap or the user's allocator settings would
-    carry in, plus `extra` (a value of None removes the variable)."""
+    carry in, plus `extra` (a value of None removes the variable). VRAMTAP_QUIET=1 keeps
+    vramtap's start and exit notices out of what the tests read on stderr."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("VRAMTAP_") and k not in (
                "LD_PRELOAD", "PYTHONPATH", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
@@ -57,6 +58,7 @@ def clean_env(**extra):
                "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_GPU_ALLOCATOR")}
     # Importing the bootstrap must not leave __pycache__ in the source tree, which is installed.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["VRAMTAP_QUIET"] = "1"
     # In a sanitized build libvramtap.so needs the ASan runtime loaded first.
     if sanitizer_preload():
         env["LD_PRELOAD"] = sanitizer_preload()

@@ -32,7 +32,9 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] oom N FIELD VALUE         oom_events[N-1][FIELD] (retry_succeeded true|false)
     EXPECT stderr REGEX N                    lines of stderr matching REGEX
 
-pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] -- PROG ARGS
+pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] [--cwd-out] --
+PROG ARGS (--cwd-out: the program runs in the output folder, where the snapshots are looked for
+whatever VRAMTAP_OUT says)
 """
 import glob
 import json
@@ -47,17 +49,23 @@ def main():
     args = sys.argv[1:]
     env = dict(os.environ)
     want_exit = 0
+    cwd_out = False
     while args and args[0] != "--":
         if args[0] == "--env":
             k, _, v = args[1].partition("=")
             env[k] = v
             args = args[2:]
+        elif args[0] == "--cwd-out":
+            cwd_out = True
+            args = args[1:]
         elif args[0] == "--exit":
             want_exit = int(args[1])
             args = args[2:]
         else:
             sys.exit("snapcheck: unknown option " + args[0])
     cmd = args[1:]
+    if os.path.exists(cmd[0]):
+        cmd[0] = os.path.abspath(cmd[0])
     out = tempfile.mkdtemp(prefix="vt-test-")
     env.setdefault("VRAMTAP_OUT", out)
     env["LD_PRELOAD"] = env["VT_PRELOAD"] + (
@@ -65,7 +73,8 @@ def main():
     env["LD_LIBRARY_PATH"] = env["VT_STANDIN_DIR"] + (
         ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, cwd=out if cwd_out else None)
+    folder = out if cwd_out else env["VRAMTAP_OUT"]
     stdout, stderr = p.communicate(timeout=600)
     sys.stderr.write(stderr)
     failures = []
@@ -74,14 +83,14 @@ def main():
 
     snaps = {}
     ooms = {}
-    for path in glob.glob(os.path.join(env["VRAMTAP_OUT"], "vramtap.*.json")):
+    for path in glob.glob(os.path.join(folder, "vramtap.*.json")):
         with open(path) as f:
             doc = json.load(f)  # a file that is not valid JSON fails the test here
         if doc.get("kind") == "oom":
             ooms.setdefault(doc["pid"], []).append(doc)
         else:
             snaps[doc["pid"]] = doc
-    leftovers = glob.glob(os.path.join(env["VRAMTAP_OUT"], "*.tmp"))
+    leftovers = glob.glob(os.path.join(folder, "*.tmp"))
     if leftovers:
         failures.append("temporary files left behind: %s" % leftovers)
 
