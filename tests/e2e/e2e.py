@@ -140,9 +140,17 @@ def oom():
     live = sum(a["size"] for a in pm["allocations"])
     expect(pm["oom"]["total_bytes"], 40 << 20, "device total")
     expect(pm["oom"]["free_bytes"], (40 << 20) - live, "device free = total - live")
-    text = cli(["report", files[0]])
-    if "out of memory" not in text.lower() and "oom" not in text.lower():
-        failures.append("the post-mortem report does not say it is one")
+    # The report's own words, not the file name it repeats (which always holds "oom").
+    lines = [l.strip() for l in cli(["report", files[0]]).splitlines()]
+    expect(lines[0].endswith("(out-of-memory post-mortem)"), True,
+           "the report's title names a post-mortem: %r" % lines[0])
+    expect("out of memory on cuda:0" in lines, True, "the report's 'out of memory on cuda:0' line")
+    asked = [" ".join(l.split()).split(", at ")[0] for l in lines if l.startswith("asked ")]
+    expect(asked, ["asked 4.00 MiB via %s, optimizer of step 0" % pm["oom"]["api"]],
+           "the report's failed request")
+    rj = report_json(files[0]).get("oom", {})
+    expect((rj.get("size"), rj.get("phase"), rj.get("live_bytes")),
+           (4 << 20, "optimizer", live), "report --json: the request and the live bytes")
 
 
 def ranks():
@@ -150,13 +158,28 @@ def ranks():
     for rank, b in ((0, "4"), (1, "8")):
         run_sim(["--batch", b], {"VRAMTAP_OUT": outdir, "RANK": str(rank),
                                  "LOCAL_RANK": str(rank)})
+    pid, peak = {}, {}
+    for f in glob.glob(os.path.join(outdir, "vramtap.*.json")):
+        with open(f) as fh:
+            doc = json.load(fh)
+        pid[doc["rank"]["rank"]] = doc["pid"]
+        peak[doc["rank"]["rank"]] = doc["devices"][0]["peak_bytes"]
+    expect(sorted(pid), [0, 1], "ranks written")
+    expect(peak.get(1, 0) > peak.get(0, 0), True, "batch 8 peaks higher than batch 4")
+    if len(pid) != 2:
+        return
     text = cli(["report", outdir])
-    lines = [l for l in text.splitlines() if "rank" in l.lower()]
-    if len(lines) < 2:
-        failures.append("expected a line per rank, got:\n" + text)
-    heaviest = [l for l in text.splitlines() if "heaviest" in l.lower()]
-    if not heaviest or "1" not in heaviest[0]:
-        failures.append("rank 1 (batch 8) is not named heaviest:\n" + text)
+    # "  rank local pid device peak ...": one row per rank, each with its own pid
+    rows = {}
+    for line in text.splitlines():
+        w = line.split()
+        if len(w) > 4 and w[0].isdigit() and w[3] == "cuda:0":
+            rows[int(w[0])] = (int(w[1]), int(w[2]), w[4] + " " + w[5])
+    mib = {r: "%.2f MiB" % (peak[r] / (1 << 20)) for r in peak}
+    expect(rows, {r: (r, pid[r], mib[r]) for r in (0, 1)}, "one row per rank: local rank, pid, peak")
+    heaviest = [l.split() for l in text.splitlines() if l.split()[:1] == ["heaviest"]]
+    expect(heaviest, [["heaviest", "rank", "1,", "pid", "%d:" % pid[1]] + mib[1].split() +
+                      ["on", "cuda:0"]], "the heaviest line names rank 1 and its pid")
 
 
 def signatures():
