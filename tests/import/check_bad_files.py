@@ -1,21 +1,10 @@
 """Bad or unknown input: one clear line on stderr, exit status 2, nothing written; a pickle that
 names any Python object is refused before anything in it can run."""
-import gzip
 import json
 import os
 import pickle
 
-from common import TRACES, check, done, run, tempdir
-
-
-class Boom:
-    """Unpickling this with the default Unpickler would create a file."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
+from common import check, done, fixture, fixture_maker, run, tempdir
 
 
 def one_line_error(p, what, mentions=None):
@@ -29,59 +18,48 @@ def one_line_error(p, what, mentions=None):
     return ok
 
 
+# (what, fixture in broken/, what stderr must mention)
+CASES = [
+    ("empty file", "empty.json", "empty"),
+    ("random bytes", "noise.bin", "not a Kineto trace"),
+    ("text", "notes.txt", "not a Kineto trace"),
+    ("JSON without traceEvents", "other.json", "traceEvents"),
+    ("Kineto without memory events", "nomem.json", "profile_memory"),
+    ("JSON cut short", "cut.json", "not valid JSON"),
+    ("JSON with a syntax error", "syntax.json", "not valid JSON"),
+    ("data after the JSON", "after.json", None),
+    ("gzip cut short", "cut.json.gz", None),
+    ("gzip of garbage", "garbage.json.gz", None),
+    ("memory timeline of the wrong shape", "tl.raw.json", "not a memory timeline"),
+    ("pickle that names a function", "evil.pickle", "refusing"),
+    ("gzipped pickle that names a function", "evil.pickle.gz", "refusing"),
+    ("pickle of plain data that is no snapshot", "dict.pickle", "not a PyTorch memory snapshot"),
+    ("snapshot with nothing recorded", "nothing.pickle", "no GPU allocations"),
+    ("pickle cut short", "cut.pickle", "damaged pickle"),
+]
+
+
 def main():
+    make = fixture_maker()
+    broken = sorted(n for n in make.fixtures() if n.startswith("broken/"))
+    check(broken == sorted("broken/" + c[1] for c in CASES),
+          f"every broken fixture has a case and every case a fixture: {broken}")
     with tempdir() as tmp:
-        def path(name, content, compress=False):
+        def path(name, content):
             p = os.path.join(tmp, name)
-            data = content.encode() if isinstance(content, str) else content
             with open(p, "wb") as f:
-                f.write(gzip.compress(data) if compress else data)
+                f.write(content.encode() if isinstance(content, str) else content)
             return p
 
         out = os.path.join(tmp, "out.json")
-        real = os.path.join(TRACES, "hta_df_index_resolver.json.gz")
-        with open(real, "rb") as f:
-            truncated_gz = f.read()[:200000]
-        marker = os.path.join(tmp, "pwned")
-        cases = [
-            ("missing file", os.path.join(tmp, "nope.json"), "cannot open"),
-            ("empty file", path("empty.json", b""), "empty"),
-            ("random bytes", path("noise.bin", bytes(range(7, 200))), "not a Kineto trace"),
-            ("text", path("notes.txt", "hello, world\n"), "not a Kineto trace"),
-            ("JSON without traceEvents", path("other.json", '{"a": [1, 2, 3]}'),
-             "traceEvents"),
-            ("Kineto without memory events",
-             path("nomem.json", json.dumps({"traceEvents": [
-                 {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1,
-                  "dur": 2}]})), "profile_memory"),
-            ("JSON cut short", path("cut.json", '{"traceEvents": [{"ph": "X", "name": "a"'),
-             "not valid JSON"),
-            ("JSON with a syntax error",
-             path("syntax.json", '{"traceEvents": [{"ph": "i",, "name": "[memory]"}]}'),
-             "not valid JSON"),
-            ("data after the JSON", path("after.json", '{"traceEvents": []} {}'), None),
-            ("gzip cut short", path("cut.json.gz", truncated_gz), None),
-            ("gzip of garbage", path("garbage.json.gz", b"\x1f\x8b\x08\x00garbage-garbage"), None),
-            ("memory timeline of the wrong shape", path("tl.raw.json", "[[1, 2, 3]]"),
-             "not a memory timeline"),
-            ("pickle that names a class",
-             path("evil.pickle", pickle.dumps(Boom(marker), protocol=2)), "refusing"),
-            ("gzipped pickle that names a class",
-             path("evil.pickle.gz", pickle.dumps(Boom(marker), protocol=4), compress=True),
-             "refusing"),
-            ("pickle of plain data that is no snapshot",
-             path("dict.pickle", pickle.dumps({"hello": 1})), "not a PyTorch memory snapshot"),
-            ("snapshot with nothing recorded",
-             path("nothing.pickle", pickle.dumps({"segments": [], "device_traces": [[]]})),
-             "no GPU allocations"),
-            ("pickle cut short",
-             path("cut.pickle", pickle.dumps({"segments": [], "device_traces": [[]]})[:-5]),
-             "damaged pickle"),
-        ]
+        real = fixture("synthetic.pt.trace.json")
+        marker = os.path.join(tmp, make.PWNED)
+        cases = [("missing file", os.path.join(tmp, "nope.json"), "cannot open")]
+        cases += [(what, fixture("broken/" + name), mentions) for what, name, mentions in CASES]
         for what, file, mentions in cases:
             if os.path.exists(out):
                 os.unlink(out)
-            p = run(["import", file, "-o", out])
+            p = run(["import", file, "-o", out], cwd=tmp)
             one_line_error(p, what, mentions)
             check(not os.path.exists(out), f"{what}: wrote {out} anyway")
             check(not any(n.startswith("out.json.tmp") for n in os.listdir(tmp)),

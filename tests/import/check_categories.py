@@ -1,11 +1,10 @@
-"""The five-category bill `vramtap report --json` gives each imported trace is plausible for the
-model and optimizer that made it (the README of ../shared/traces and docs/validation/
-real-traces.md say what is known of each run). Skipped while `report` is not built."""
+"""The five-category bill `vramtap report --json` gives each imported reference trace is
+plausible for the model and optimizer that made it (docs/validation/real-traces.md says what is
+known of each run). Skipped when the reference traces are not present."""
 import json
 import os
-import sys
 
-from common import TRACES, check, done, import_file, run, tempdir
+from common import check, done, import_file, reference_traces, run, tempdir
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -17,9 +16,6 @@ def bill(path, tmp):
         return None, None
     out = os.path.join(tmp, os.path.basename(path) + ".vramtap.json")
     r = run(["report", "--json", out])
-    if r.returncode == 2 and "not available" in r.stderr:
-        print("SKIP: vramtap report is not built yet")
-        sys.exit(77)
     if not check(r.returncode == 0, f"{path}: report exit {r.returncode}: {r.stderr}"):
         return None, None
     rep = json.loads(r.stdout)
@@ -31,9 +27,10 @@ def ratio(c, key):
 
 
 def main():
+    traces = reference_traces()
     with tempdir() as tmp:
         def get(name):
-            return bill(os.path.join(TRACES, name), tmp)
+            return bill(os.path.join(traces, name), tmp)
 
         # GPT-style LM, d=1024, 24 layers, vocabulary 10000: about 424 M fp32 parameters;
         # AdamW keeps two fp32 moments per parameter (replaced every step by this optimizer)

@@ -1,11 +1,14 @@
-"""Every file in ../shared/traces imports, and its replayed peak equals the trace's own figure,
+"""Every recording in a folder imports, and its replayed peak equals the trace's own figure,
 computed here independently of the importer:
   Kineto with running totals: the largest "Total Allocated" of each device, exactly;
   Kineto without them: the largest running sum of "Bytes" in time order, exactly;
   memory snapshot pickles: live bytes at the dump (the segments' active blocks) replayed
     backwards through the trace, within 0.5%;
   export_memory_timeline raw files: the largest running sum, exactly.
-Phases and steps must be present where the trace records them."""
+Phases and steps must be present where the trace records them.
+
+    check_traces.py reference   the real recordings (skipped when they are not present)
+    check_traces.py fixtures    the small recordings committed in tests/import/fixtures"""
 import collections
 import gzip
 import json
@@ -13,8 +16,8 @@ import os
 import pickle
 import sys
 
-from common import (TRACES, check, done, import_file, peak_set_consistent, tempdir,
-                    well_formed)
+from common import (check, done, fixture, fixture_maker, import_file, peak_set_consistent,
+                    reference_traces, tempdir, well_formed)
 
 
 def read(path):
@@ -80,12 +83,20 @@ def expect_timeline(rows):
     return {0: peak}
 
 
-def main():
-    names = sorted(n for n in os.listdir(TRACES) if n != "README.md")
-    check(len(names) >= 7, f"expected the 7 traces of the README, found {len(names)}")
+def recordings(which):
+    """[(name, path)] of the recordings to check."""
+    if which == "reference":
+        folder = reference_traces()
+        names = sorted(n for n in os.listdir(folder) if n != "README.md")
+        check(len(names) >= 7, f"expected the 7 reference traces, found {len(names)}")
+        return [(n, os.path.join(folder, n)) for n in names]
+    names = sorted(n for n in fixture_maker().fixtures() if not n.startswith("broken/"))
+    return [(n, fixture(n)) for n in names]
+
+
+def main(which):
     with tempdir() as tmp:
-        for name in names:
-            path = os.path.join(TRACES, name)
+        for name, path in recordings(which):
             data = read(path)
             snap, p = import_file(path, tmp)
             if not check(p.returncode == 0, f"{name}: import exit {p.returncode}: {p.stderr}"):
@@ -143,4 +154,4 @@ def main():
     done()
 
 
-main()
+main(sys.argv[1])

@@ -6,8 +6,35 @@ import sys
 import tempfile
 
 CLI = os.environ["VT_CLI"]
-TRACES = os.environ.get("VT_TRACES", "")
+FIXTURES = os.path.join(os.environ["VT_SRC"], "tests", "import", "fixtures")
 failures = []
+
+
+def reference_traces():
+    """The folder of the reference recordings (real GPU traces that are not part of the
+    repository): VRAMTAP_TRACES when set, else the one the build was configured with. Where it
+    is missing the test is skipped (exit 77) with the reason."""
+    folder = os.environ.get("VRAMTAP_TRACES") or os.environ.get("VT_TRACES", "")
+    if not folder or not os.path.isdir(folder):
+        print(f"skipped: reference traces not present (looked in {folder or 'nowhere'}; "
+              "set VRAMTAP_TRACES to their folder)")
+        sys.exit(77)
+    return folder
+
+
+def fixture(name):
+    """A committed fixture's path; a missing one fails the test that needs it."""
+    path = os.path.join(FIXTURES, name)
+    check(os.path.isfile(path), f"fixture {name} is missing: remake it with "
+                                "tests/import/fixtures/make.py")
+    return path
+
+
+def fixture_maker():
+    """tests/import/fixtures/make.py as a module."""
+    sys.path.insert(0, FIXTURES)
+    import make
+    return make
 
 
 def check(cond, what):

@@ -34,9 +34,8 @@ int main(void)
 
     /* Every lookup the reference recorded, in the same order. */
     char path[4096];
-    const char *src = getenv("VT_SRC");
-    snprintf(path, sizeof path, "%s/../shared/reference/cudart13-driver-lookups.txt",
-             src ? src : ".");
+    const char *reference = getenv("VT_REFERENCE");
+    snprintf(path, sizeof path, "%s/cudart13-driver-lookups.txt", reference ? reference : ".");
     FILE *ref = fopen(path, "r");
     if (ref) {
         char want[256];
