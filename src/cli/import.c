@@ -116,6 +116,23 @@ static void summary(FILE *out, const vt_replay *rp, const char *dest)
         fprintf(out, "  note: %s\n", tr->notes[i]);
 }
 
+int vt_import_read(const char *path, vt_trace *tr, vt_replay *rp, vt_err *err)
+{
+    *tr = (vt_trace){.source = path, .pid = -1, .rank = -1, .start_unix = NAN};
+    *rp = (vt_replay){0};
+    reader_fn reader;
+    int rc = sniff(path, &reader, err);
+    if (!rc)
+        rc = reader(path, tr, err);
+    if (!rc)
+        rc = vt_replay_run(tr, rp, err);
+    if (!rc && !rp->ndevs) {
+        vt_err_set(err, "%s: no GPU allocations or frees recorded", path);
+        rc = -1;
+    }
+    return rc;
+}
+
 int vt_cmd_import(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
@@ -153,18 +170,9 @@ int vt_cmd_import(int argc, char **argv)
         return 2;
     }
     vt_err err = {{0}};
-    vt_trace tr = {.source = in, .pid = -1, .rank = -1, .start_unix = NAN};
-    vt_replay rp = {0};
-    reader_fn reader;
-    int rc = sniff(in, &reader, &err);
-    if (!rc)
-        rc = reader(in, &tr, &err);
-    if (!rc)
-        rc = vt_replay_run(&tr, &rp, &err);
-    if (!rc && !rp.ndevs) {
-        vt_err_set(&err, "%s: no GPU allocations or frees recorded", in);
-        rc = -1;
-    }
+    vt_trace tr;
+    vt_replay rp;
+    int rc = vt_import_read(in, &tr, &rp, &err);
     if (!rc)
         rc = vt_snapshot_write(&rp, out, &err);
     if (!rc) {

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -177,6 +178,10 @@ int vt_read_timeline(const char *path, vt_trace *tr, vt_err *err);
 /* Returns 2 when the helper has already told the user why (one line on stderr). */
 int vt_read_pickle(const char *path, vt_trace *tr, vt_err *err);
 
+/* The records the pickle helper writes, one JSON object a line, read from in: 0, 1 when they
+ * end before the helper's "end" record (err not set), or -1 with err for a bad record. */
+int vt_pickle_records(FILE *in, const char *path, vt_trace *tr, vt_err *err);
+
 /* --- import_replay.c ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -239,6 +244,13 @@ typedef struct {
 
 int vt_replay_run(vt_trace *tr, vt_replay *rp, vt_err *err);
 void vt_replay_free(vt_replay *rp);
+
+/* --- import.c ---------------------------------------------------------------------------- */
+
+/* Reads path in the format its content has and replays it into tr and rp (both to be freed,
+ * whatever the outcome): 0, 2 when the pickle helper has already told the user why, or -1 with
+ * err. */
+int vt_import_read(const char *path, vt_trace *tr, vt_replay *rp, vt_err *err);
 
 /* --- snapshot_write.c --------------------------------------------------------------------- */
 

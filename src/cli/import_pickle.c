@@ -153,10 +153,15 @@ static int on_record(pctx *p, json_t *rec, vt_err *err)
     return 0;
 }
 
-/* Times become seconds from the first event; time_us is the Unix clock in microseconds. */
+/* Times become seconds from the first event or annotation (an optimizer step's annotation can
+ * begin before the first allocation the window kept); time_us is the Unix clock in µs. */
 static void rebase(pctx *p)
 {
     vt_trace *tr = p->tr;
+    for (size_t i = 0; i < tr->nspans; i++)
+        p->origin = fmin(p->origin, fmin(tr->spans[i].start, tr->spans[i].end));
+    for (size_t i = 0; i < tr->nooms; i++)
+        p->origin = fmin(p->origin, tr->ooms[i].t);
     double o = isfinite(p->origin) ? p->origin : 0;
     vt_trace_rebase(tr, o, 1e6);
     if (o > 1e15)
@@ -212,6 +217,20 @@ static int read_records(pctx *p, FILE *in, const char *path, vt_err *err)
     return rc;
 }
 
+int vt_pickle_records(FILE *in, const char *path, vt_trace *tr, vt_err *err)
+{
+    pctx p = {.tr = tr, .origin = INFINITY};
+    int rc = read_records(&p, in, path, err);
+    free(p.site_map);
+    if (rc)
+        return -1;
+    if (!p.ended)
+        return 1;
+    rebase(&p);
+    thread_rule(tr);
+    return 0;
+}
+
 int vt_read_pickle(const char *path, vt_trace *tr, vt_err *err)
 {
     tr->format = "pytorch-snapshot";
@@ -247,29 +266,25 @@ int vt_read_pickle(const char *path, vt_trace *tr, vt_err *err)
         return -1;
     }
     FILE *in = fdopen(fds[0], "r");
-    pctx p = {.tr = tr, .origin = INFINITY};
-    int rc = in ? read_records(&p, in, path, err) : vt_imp_nomem(err);
+    int rc = in ? vt_pickle_records(in, path, tr, err) : vt_imp_nomem(err);
     if (in)
         fclose(in);
     else
         close(fds[0]);
-    if (rc)
+    if (rc < 0)
         kill(pid, SIGTERM);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    free(p.site_map);
-    if (rc)
-        return -1;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
         return 2; /* the helper said why */
-    if (!WIFEXITED(status) || WEXITSTATUS(status) || !p.ended) {
+    if (rc < 0)
+        return -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) || rc) {
         vt_err_set(err, "%s: the pickle helper %s failed (%s %d)", path, helper,
                    WIFSIGNALED(status) ? "signal" : "exit status",
                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
         return -1;
     }
-    rebase(&p);
-    thread_rule(tr);
     return 0;
 }

@@ -43,6 +43,65 @@ static int cmp_span(const void *pa, const void *pb)
     return (a->start > b->start) - (a->start < b->start);
 }
 
+/* Refuses what no snapshot can hold, so that every file the importer writes loads: devices,
+ * sizes, step numbers and times inside the bounds of snapshot.h. Runs after the reader has
+ * rebased its times. */
+static int plausible(const vt_trace *tr, vt_err *err)
+{
+    const char *what = NULL;
+    double bad = 0;
+#define CHECK(cond, name, value)                                                                   \
+    if (!what && !(cond)) {                                                                        \
+        what = name;                                                                               \
+        bad = (double)(value);                                                                     \
+    }
+#define DEVICE_OK(d) ((d) >= 0 && (d) <= VT_MAX_DEVICE)
+#define TIME_OK(t) ((t) >= 0 && (t) <= VT_MAX_TIME_S)
+    for (size_t i = 0; i < tr->nev; i++) {
+        const vt_mev *e = &tr->ev[i];
+        CHECK(DEVICE_OK(e->device), "a memory event's device", e->device);
+        CHECK(e->bytes >= -VT_MAX_BYTES && e->bytes <= VT_MAX_BYTES, "a memory event's size",
+              e->bytes);
+        CHECK(e->total == VT_NO_TOTAL || (e->total >= -VT_MAX_BYTES && e->total <= VT_MAX_BYTES),
+              "a running total", e->total);
+        CHECK(TIME_OK(e->t), "a memory event's time (s after the first)", e->t);
+    }
+    for (size_t i = 0; i < tr->nspans; i++) {
+        const vt_span *sp = &tr->spans[i];
+        CHECK(sp->n >= 0 && sp->n <= VT_MAX_COUNT, "a profiler step number", sp->n);
+        CHECK(TIME_OK(sp->start) && TIME_OK(sp->end), "an annotation's time (s after the first)",
+              TIME_OK(sp->start) ? sp->end : sp->start);
+    }
+    for (size_t i = 0; i < tr->nstart + tr->nend; i++) {
+        const vt_block *b = i < tr->nstart ? &tr->start_blocks[i] : &tr->end_blocks[i - tr->nstart];
+        CHECK(DEVICE_OK(b->device), "a live block's device", b->device);
+        CHECK(b->size >= 0 && b->size <= VT_MAX_BYTES, "a live block's size", b->size);
+    }
+    for (size_t i = 0; i < tr->nooms; i++) {
+        CHECK(DEVICE_OK(tr->ooms[i].device), "an out-of-memory event's device", tr->ooms[i].device);
+        CHECK(tr->ooms[i].size >= 0, "an out-of-memory event's size", tr->ooms[i].size);
+        CHECK(TIME_OK(tr->ooms[i].t), "an out-of-memory event's time (s after the first)",
+              tr->ooms[i].t);
+    }
+    for (size_t i = 0; i < tr->ndevs; i++) {
+        const vt_devinfo *d = &tr->devs[i];
+        CHECK(DEVICE_OK(d->device), "a device", d->device);
+        CHECK(d->total_bytes >= -1 && d->total_bytes <= VT_MAX_BYTES, "a device's memory",
+              d->total_bytes);
+        CHECK(d->reserved_peak >= -1 && d->reserved_peak <= VT_MAX_BYTES,
+              "a device's reserved memory", d->reserved_peak);
+        CHECK(d->reserved_end >= -1 && d->reserved_end <= VT_MAX_BYTES,
+              "a device's reserved memory", d->reserved_end);
+    }
+#undef CHECK
+#undef DEVICE_OK
+#undef TIME_OK
+    if (!what)
+        return 0;
+    vt_err_set(err, "%s: %s, %.17g, is not plausible", tr->source, what, bad);
+    return -1;
+}
+
 /* Optimizer and zero_grad spans become marker events: bytes 0, category 0 at the start and 2
  * at the end (the order within an instant, see cmp_ev). */
 static int add_markers(vt_trace *tr, vt_err *err)
@@ -156,6 +215,10 @@ static void moments(vt_replay *rp, const int64_t *base)
         }
         vt_when *w = &rp->when[i];
         w->step = base[i] + opt_done;
+        /* Steps never go back, even where the profiler's numbering does (two optimizer steps
+         * inside one profiler step, a trace whose step numbers restart). */
+        if (i && w->step < rp->when[i - 1].step)
+            w->step = rp->when[i - 1].step;
         while (k < rp->ninst && rp->inst[k].first <= i)
             k++;
         /* instance k-1 is the last begun; i is in it when within its range */
@@ -173,6 +236,8 @@ static void moments(vt_replay *rp, const int64_t *base)
         }
     }
     rp->steps = tr->nev ? base[tr->nev - 1] + opt_done : 0;
+    if (tr->nev && rp->steps < rp->when[tr->nev - 1].step)
+        rp->steps = rp->when[tr->nev - 1].step;
 }
 
 /* --- pairing frees with allocations ----------------------------------------------------- */
@@ -527,7 +592,7 @@ int vt_replay_run(vt_trace *tr, vt_replay *rp, vt_err *err)
 {
     memset(rp, 0, sizeof *rp);
     rp->tr = tr;
-    if (add_markers(tr, err))
+    if (plausible(tr, err) || add_markers(tr, err))
         return -1;
     if (tr->nev)
         qsort(tr->ev, tr->nev, sizeof *tr->ev, cmp_ev);

@@ -17,9 +17,6 @@
 
 #define FORMAT_NAME "vramtap-snapshot"
 #define FORMAT_VERSION 1
-#define MAX_COUNT (INT64_C(1) << 40) /* steps, instances, event numbers */
-#define MAX_DEVICE 1023
-#define MAX_TIME_S 1e9 /* thirty years of run time */
 #define MAX_PID INT32_MAX
 /* Below this many allocations threads cost more than they save. */
 #define PARALLEL_MIN 8192
@@ -194,7 +191,7 @@ static int get_time(json_t *obj, const char *key, int flags, double *out, vt_err
     if (!json_is_number(v))
         return wrong(err, key, "a number of seconds", v);
     double x = json_number_value(v);
-    if (!(x >= 0 && x <= MAX_TIME_S)) {
+    if (!(x >= 0 && x <= VT_MAX_TIME_S)) {
         vt_err_set(err, "%s: %g is not a plausible time in seconds", key, x);
         return -1;
     }
@@ -259,7 +256,7 @@ static int get_moment(json_t *obj, const char *key, int64_t max_step, vt_moment 
         return wrong(err, key, "an object", o);
     if (get_phase(o, "phase", &m->phase, err) ||
         get_int(o, "step", 0, max_step, REQUIRED, &m->step, err) ||
-        get_int(o, "instance", 0, MAX_COUNT, REQUIRED, &m->instance, err))
+        get_int(o, "instance", 0, VT_MAX_COUNT, REQUIRED, &m->instance, err))
         return fail_in(err, "%s", key);
     return 0;
 }
@@ -452,7 +449,7 @@ static int load_process(vt_snapshot *s, vt_err *err)
 {
     json_t *r = s->root, *command, *rank, *modes, *counters, *host, *pytorch = NULL;
     if (get_bool(r, "phase_markers", &s->phase_markers, err) ||
-        get_int(r, "steps", 0, MAX_COUNT, REQUIRED, &s->steps, err) ||
+        get_int(r, "steps", 0, VT_MAX_COUNT, REQUIRED, &s->steps, err) ||
         get_str(r, "prog", NULLABLE, &s->prog, err) ||
         get_int(r, "pid", 0, MAX_PID, NULLABLE, &s->pid, err) ||
         get_time(r, "end_time_s", NULLABLE, &s->end_time_s, err) ||
@@ -520,7 +517,7 @@ static int load_device(vt_snapshot *s, json_t *d, vt_device *dev, vt_err *err)
     int64_t ordinal;
     if (!json_is_object(d))
         return wrong(err, "", "an object", d);
-    if (get_int(d, "device", 0, MAX_DEVICE, REQUIRED, &ordinal, err) ||
+    if (get_int(d, "device", 0, VT_MAX_DEVICE, REQUIRED, &ordinal, err) ||
         get_str(d, "name", NULLABLE, &dev->name, err) ||
         get_str(d, "uuid", NULLABLE, &dev->uuid, err) ||
         get_bytes(d, "total_bytes", NULLABLE, &dev->total_bytes, err) ||
@@ -569,9 +566,9 @@ static int load_oom(vt_snapshot *s, json_t *o, bool post_mortem, vt_oom *oom, vt
     if (!json_is_object(o))
         return wrong(err, "", "an object", o);
     /* A failed request may be absurdly large: that is often the bug being chased. */
-    if (get_int(o, "n", 1, MAX_COUNT, REQUIRED, &oom->n, err) ||
+    if (get_int(o, "n", 1, VT_MAX_COUNT, REQUIRED, &oom->n, err) ||
         get_time(o, "time_s", REQUIRED, &oom->time_s, err) ||
-        get_int(o, "device", 0, MAX_DEVICE, REQUIRED, &device, err) ||
+        get_int(o, "device", 0, VT_MAX_DEVICE, REQUIRED, &device, err) ||
         get_int(o, "size", 0, INT64_MAX, REQUIRED, &oom->size, err) ||
         get_str(o, "api", REQUIRED, &oom->api, err) || get_phase(o, "phase", &oom->phase, err) ||
         get_int(o, "step", 0, s->steps, REQUIRED, &oom->step, err))
@@ -643,7 +640,7 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     if (!json_is_object(o))
         return wrong(err, "", "an object", o);
     if (get_bytes(o, "size", REQUIRED, &size, err) ||
-        get_int(o, "device", 0, MAX_DEVICE, REQUIRED, &device, err) ||
+        get_int(o, "device", 0, VT_MAX_DEVICE, REQUIRED, &device, err) ||
         get_str(o, "kind", REQUIRED, &kind, err) || get_site(o, c->s, &site, err) ||
         get_moment(o, "birth", c->s->steps, &a->birth, err) ||
         get_container(o, "death", JSON_OBJECT, NULLABLE, &death, err) ||
@@ -754,7 +751,7 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
     size_t n = m->nelems;
     if (want_array(s, "allocations", m, err))
         return -1;
-    int16_t device_index[MAX_DEVICE + 1];
+    int16_t device_index[VT_MAX_DEVICE + 1];
     memset(device_index, 0xff, sizeof device_index);
     for (size_t d = 0; d < s->ndevices; d++)
         device_index[s->devices[d].device] = (int16_t)d;

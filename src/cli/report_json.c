@@ -49,11 +49,11 @@ json_t *vt_site_json(const vt_snapshot *snap, const vt_site_total *t)
     const vt_site *site = t->site >= 0 ? &snap->sites[t->site] : NULL;
     json_t *frames = site ? json_object_get(site->json, "frames") : NULL;
     vt_site_label(snap, t->site, label);
-    return json_pack("{s:o, s:o, s:I, s:I, s:s, s:O}", "site",
+    return json_pack("{s:o, s:o, s:I, s:I, s:s, s:o}", "site",
                      t->site >= 0 ? json_integer(t->site) : json_null(), "signature",
                      str_or_null(site ? site->signature : NULL), "bytes", (json_int_t)t->bytes,
                      "count", (json_int_t)t->count, "label", label, "frames",
-                     frames ? frames : json_array());
+                     frames ? json_incref(frames) : json_array());
 }
 
 static json_t *sites_json(const vt_snapshot *snap, const vt_site_total *t, size_t n)

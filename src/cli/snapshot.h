@@ -12,8 +12,12 @@
 
 #include <jansson.h>
 
-/* No device holds a petabyte; a larger figure means a corrupt or hostile file. */
+/* No device holds a petabyte; a larger figure means a corrupt or hostile file. The other bounds
+ * a snapshot's figures keep, checked by the loader and by the importer before it writes one. */
 #define VT_MAX_BYTES (INT64_C(1) << 50)
+#define VT_MAX_COUNT (INT64_C(1) << 40) /* steps, instances, event numbers */
+#define VT_MAX_DEVICE 1023
+#define VT_MAX_TIME_S 1e9 /* thirty years of run time */
 
 /* An error as a value: the one line the command prints on stderr. */
 typedef struct {
