@@ -30,6 +30,28 @@ def expect(got, want, label):
         failures.append("%s: got %r, expected %r" % (label, got, want))
 
 
+def fmt_bytes(n):
+    """A byte count as the report prints it: "512 B", "1.50 KiB", "9.50 MiB"."""
+    if abs(n) < 1024:
+        return "%d B" % n
+    v, units = abs(n) / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while v >= 1024 and len(units) > 1:
+        v, units = v / 1024, units[1:]
+    return "%s%.2f %s" % ("-" if n < 0 else "", v, units[0])
+
+
+def rows(text, labels):
+    """The figure of each labelled row of the report ("    parameters   17.00 MiB  22.2% ..."):
+    the first two words after the label."""
+    out = {}
+    for line in text.splitlines():
+        for label in labels:
+            rest = line.strip()[len(label):].split()
+            if line.strip().startswith(label + " ") and len(rest) > 1 and rest[0][0].isdigit():
+                out.setdefault(label, " ".join(rest[:2]))
+    return out
+
+
 def run_sim(args, extra_env=None, want_exit=0):
     """Runs the job; returns (its expectations, the snapshot path, the out dir)."""
     out = tempfile.mkdtemp(prefix="vt-e2e-")
@@ -99,12 +121,19 @@ def bill(args):
                      if t["devices"][0]["live_max"] == want["peak"]]
         expect([(t["phase"], t["step"]) for t in peak_span][:1], [("backward", 1)],
                "first phase instance reaching the peak")
-    human = cli(["report", snap]).lower()
-    named = ["unattributed", "vramtap_begin"] if "--no-markers" in args else [
-        "parameters", "gradients", "optimizer state", "activations", "temporary"]
-    for c in named:
-        if c not in human:
-            failures.append("the human report does not mention %s" % c)
+    # The human report's rows carry the same figures (every row is printed, 0 B included, so
+    # naming a category proves nothing).
+    human = cli(["report", snap])
+    if "--no-markers" in args:
+        split = report_json(snap)["devices"][0].get("unattributed_split", {})
+        expect(split.get("persistent", 0) + split.get("transient", 0), want["peak"],
+               "persistent + transient")
+        want_rows = {"unattributed (persistent)": fmt_bytes(split.get("persistent", -1)),
+                     "unattributed (transient)": fmt_bytes(split.get("transient", -1))}
+    else:
+        want_rows = {c.replace("_", " "): fmt_bytes(want.get(c, 0)) for c in CATEGORIES[:-1]}
+    want_rows["total"] = fmt_bytes(want["peak"])
+    expect(rows(human, want_rows), want_rows, "the human report's category rows")
 
 
 def diff():
@@ -120,9 +149,18 @@ def diff():
         expect(changed, c == "activations", "category %s changed" % c)
     expect(b.get("activations", 0) - a.get("activations", 0),
            want8["activations"] - want4["activations"], "activations growth")
-    text = cli(["diff", snap4, snap8])
-    if "activations" not in text.lower():
-        failures.append("vramtap diff does not mention activations")
+    # Each category row of the human diff: A, B and the change, with activations alone moving.
+    got = {}
+    for line in cli(["diff", snap4, snap8]).splitlines():
+        for c in CATEGORIES[:-1]:
+            if line.strip().startswith(c.replace("_", " ") + " "):
+                got[c] = line.strip()[len(c):].split()[:6]
+    want_rows = {}
+    for c in CATEGORIES[:-1]:
+        a_b, d = want4.get(c, 0), want8.get(c, 0) - want4.get(c, 0)
+        change = fmt_bytes(d) if d <= 0 else "+" + fmt_bytes(d)
+        want_rows[c] = (fmt_bytes(a_b) + " " + fmt_bytes(want8.get(c, 0)) + " " + change).split()
+    expect(got, want_rows, "the human diff's category rows (A, B, change)")
 
 
 def oom():
