@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "locks.h"
 #include "notice.h"
 #include "phase.h"
 #include "snapshot.h"
@@ -74,8 +75,7 @@ const char *vt_kind_name(vt_kind kind)
 }
 
 static int use_tsc;
-static uint64_t start_ticks, cal_ticks;
-static double cal_seconds; /* monotonic seconds from start to cal_ticks */
+static uint64_t start_ticks;
 
 double vt_mono_seconds(void)
 {
@@ -101,19 +101,18 @@ uint64_t vt_clock(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-void vt_clock_calibrate(void)
+vt_timebase vt_clock_calibrate(void)
 {
-    cal_ticks = vt_clock();
-    cal_seconds = vt_mono_seconds();
+    return (vt_timebase){.ticks = vt_clock(), .seconds = vt_mono_seconds()};
 }
 
-double vt_seconds(uint64_t ticks)
+double vt_seconds(const vt_timebase *tb, uint64_t ticks)
 {
     if (!use_tsc)
         return (double)(ticks - start_ticks) * 1e-9;
-    if (cal_ticks <= start_ticks)
+    if (tb->ticks <= start_ticks)
         return 0;
-    return (double)(int64_t)(ticks - start_ticks) * cal_seconds / (double)(cal_ticks - start_ticks);
+    return (double)(int64_t)(ticks - start_ticks) * tb->seconds / (double)(tb->ticks - start_ticks);
 }
 
 /* The TSC (or the ARM generic timer) counts at a constant rate when the kernel uses it as its
@@ -392,23 +391,12 @@ static void self_path(void)
     vt_cfg.self_path[0] = 0;
 }
 
-static void fork_prepare(void)
-{
-    vt_lock();
-    vt_stacks_lock();
-}
-
-static void fork_parent(void)
-{
-    vt_stacks_unlock();
-    vt_unlock();
-}
-
+/* The child of a fork starts with empty books; the interned stacks and modules stay valid
+ * (same addresses). */
 static void fork_child(void)
 {
     vt_table_reset_after_fork();
-    vt_stacks_unlock();
-    vt_unlock();
+    vt_locks_after_fork();
 }
 
 __attribute__((constructor)) static void vt_init(void)
@@ -447,7 +435,7 @@ __attribute__((constructor)) static void vt_init(void)
     vt_notice_init();
     vt_phase_init();
     vt_stacks_init();
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    pthread_atfork(vt_locks_before_fork, vt_locks_after_fork, fork_child);
 }
 
 __attribute__((destructor)) static void vt_fini(void)

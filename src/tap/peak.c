@@ -9,6 +9,7 @@ static void release_dead(vt_device *d)
         vt_rec_free(r);
     }
     d->dead_tail = NULL;
+    d->ndead = 0;
 }
 
 int vt_peak_note_alloc(vt_device *d, vt_rec *r)
@@ -35,6 +36,7 @@ int vt_peak_note_free(vt_device *d, vt_rec *r)
     else
         d->dead_head = r;
     d->dead_tail = r;
+    d->ndead++;
     return 1;
 }
 

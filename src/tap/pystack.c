@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "locks.h"
 #include "pystack.h"
 #include "resolve.h"
 
@@ -197,7 +198,6 @@ typedef struct {
     char file[]; /* then the function: both NUL-terminated, together the key */
 } py_loc;
 
-static pthread_mutex_t locs_lock = PTHREAD_MUTEX_INITIALIZER;
 static py_loc *locs, **loc_by_id;
 static uint32_t nlocs, caplocs;
 
@@ -211,7 +211,7 @@ static uint32_t intern_loc(const char *file, const char *function)
     memcpy(l->file + lf, function, ln);
     l->function = l->file + lf;
     uint32_t id = NO_LOC;
-    pthread_mutex_lock(&locs_lock);
+    vt_lock_take(VT_LOCK_PYLOCS);
     py_loc *old;
     HASH_FIND(hh, locs, l->file, lf + ln, old);
     if (old) {
@@ -236,16 +236,16 @@ static uint32_t intern_loc(const char *file, const char *function)
             }
         }
     }
-    pthread_mutex_unlock(&locs_lock);
+    vt_lock_give(VT_LOCK_PYLOCS);
     free(l);
     return id;
 }
 
 static const py_loc *loc_of(uint32_t id)
 {
-    pthread_mutex_lock(&locs_lock);
+    vt_lock_take(VT_LOCK_PYLOCS);
     const py_loc *l = id < nlocs ? loc_by_id[id] : NULL;
-    pthread_mutex_unlock(&locs_lock);
+    vt_lock_give(VT_LOCK_PYLOCS);
     return l;
 }
 
@@ -259,16 +259,6 @@ const char *vt_pystack_function(uint32_t code_id)
 {
     const py_loc *l = loc_of(code_id);
     return l ? l->function : NULL;
-}
-
-static void locs_prepare(void)
-{
-    pthread_mutex_lock(&locs_lock);
-}
-
-static void locs_release(void)
-{
-    pthread_mutex_unlock(&locs_lock);
 }
 
 /* ---- what the callbacks do, always with the GIL held ---- */
@@ -790,7 +780,6 @@ static const char *prepare(void)
         py.ErrClear();
         return "no code object extra slot left";
     }
-    pthread_atfork(locs_prepare, locs_release, locs_release);
     if (py.AtExit)
         py.AtExit(on_py_exit);
     return NULL;

@@ -1,9 +1,9 @@
 #include <dlfcn.h>
-#include <pthread.h>
 #include <string.h>
 
 #include <cuda.h>
 
+#include "locks.h"
 #include "resolve.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
@@ -15,7 +15,6 @@ static const char *const driver_names[VT_DRV_COUNT] = {
 };
 
 static _Atomic(dlsym_fn) real_dlsym;
-static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int known_ready;
 static void *known[VT_DRV_COUNT]; /* libcuda's own address of each function */
 
@@ -49,24 +48,28 @@ void *vt_real_next(_Atomic(void *) *cache, const char *name)
 }
 
 /* Learn libcuda's addresses once it is loaded. A lookup on its handle searches libcuda and its
- * dependencies only, never the preloaded objects, so these are the real functions. */
+ * dependencies only, never the preloaded objects, so these are the real functions. The lookups
+ * run unlocked (a thread inside dlopen holds the loader's lock and may be on its way here from
+ * a constructor that allocates); the first complete set is published under the lock. */
 static int known_init(void)
 {
     if (atomic_load_explicit(&known_ready, memory_order_acquire))
         return 1;
-    pthread_mutex_lock(&known_lock);
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    void *found[VT_DRV_COUNT];
+    for (int i = 0; i < VT_DRV_COUNT; i++)
+        found[i] = vt_real_dlsym(h, driver_names[i]);
+    vt_lock_take(VT_LOCK_DRIVER);
     if (!atomic_load_explicit(&known_ready, memory_order_relaxed)) {
-        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (!h)
-            h = dlopen("libcuda.so", RTLD_LAZY | RTLD_NOLOAD);
-        if (h) {
-            for (int i = 0; i < VT_DRV_COUNT; i++)
-                known[i] = vt_real_dlsym(h, driver_names[i]);
-            atomic_store_explicit(&known_ready, 1, memory_order_release);
-        }
+        memcpy(known, found, sizeof known);
+        atomic_store_explicit(&known_ready, 1, memory_order_release);
     }
-    pthread_mutex_unlock(&known_lock);
-    return atomic_load_explicit(&known_ready, memory_order_acquire);
+    vt_lock_give(VT_LOCK_DRIVER);
+    return 1;
 }
 
 void *vt_real_driver(vt_drv which)

@@ -1,12 +1,18 @@
-/* The snapshot file (docs/snapshot-format.md). Written under the state lock, straight to a
- * temporary file that is renamed into place, so a reader never sees half a file. */
+/* The snapshot file (docs/snapshot-format.md). Under the state lock the writer copies what the
+ * file needs (a frozen copy: devices, counters, timeline, out-of-memory events, the records of
+ * the allocations it lists) and lets go; formatting, symbol names and the disk all happen with
+ * no vramtap lock held, so an allocating thread waits for the copy only, never for the disk.
+ * The file goes to a temporary name that is renamed into place, so a reader never sees half a
+ * file. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "json_out.h"
+#include "locks.h"
 #include "notice.h"
 #include "peak.h"
 #include "snapshot.h"
@@ -22,6 +28,45 @@ typedef struct {
     uint32_t *order; /* index in the file -> interned id */
     uint32_t n, cap;
 } sitemap;
+
+/* One allocation as the file shows it. */
+typedef struct {
+    uint64_t id, size;
+    uintptr_t address;
+    vt_mark birth, death;
+    uint32_t site;
+    int16_t device;
+    uint8_t api, kind, dead;
+} frozen_rec;
+
+/* What a file needs, copied under the state lock. */
+typedef struct {
+    uint64_t end_time;
+    int markers;
+    uint32_t step;
+    vt_counters c;
+    uint64_t host_peak, host_peak_time, host_live, host_allocs;
+    vt_device *dev; /* the devices used, in ordinal order */
+    int *ordinal;
+    int ndev;
+    vt_span *spans;
+    size_t nspans;
+    uint64_t folded_instances, folded_live_max[VT_MAX_DEVICES];
+    uint32_t folded_first_step, folded_last_step;
+    vt_oom ooms[VT_MAX_OOMS];
+    int nooms;
+    frozen_rec *recs;
+    size_t nrecs, caprecs;
+} frozen;
+
+/* Times in a file are converted with one time base, taken when the file is begun; each writing
+ * thread has its own. */
+static VT_TLS vt_timebase timebase;
+
+static double secs(uint64_t ticks)
+{
+    return vt_seconds(&timebase, ticks);
+}
 
 static void site_ref(FILE *f, sitemap *sm, uint32_t site)
 {
@@ -42,7 +87,7 @@ static void write_mark(FILE *f, const vt_mark *m)
             m->step, m->instance);
 }
 
-static void write_rec(FILE *f, const vt_rec *r, int *first, sitemap *sm)
+static void write_rec(FILE *f, const frozen_rec *r, int *first, sitemap *sm)
 {
     fprintf(f,
             "%s\n  {\"id\": %llu, \"device\": %d, \"size\": %llu, \"address\": ", *first ? "" : ",",
@@ -51,9 +96,9 @@ static void write_rec(FILE *f, const vt_rec *r, int *first, sitemap *sm)
     vt_json_addr(f, r->address);
     fprintf(f, ", \"api\": \"%s\", \"kind\": \"%s\", \"birth_time_s\": ", vt_api_name(r->api),
             vt_kind_name(r->kind));
-    vt_json_time(f, vt_seconds(r->birth.time));
+    vt_json_time(f, secs(r->birth.time));
     fputs(", \"death_time_s\": ", f);
-    vt_json_time(f, r->dead ? vt_seconds(r->death.time) : -1);
+    vt_json_time(f, r->dead ? secs(r->death.time) : -1);
     fprintf(f, ", \"birth_seq\": %llu, \"death_seq\": ", (unsigned long long)r->birth.seq);
     if (r->dead)
         fprintf(f, "%llu", (unsigned long long)r->death.seq);
@@ -71,24 +116,134 @@ static void write_rec(FILE *f, const vt_rec *r, int *first, sitemap *sm)
     fputc('}', f);
 }
 
-/* Exit: the live set at each device's peak. Post-mortem: what is live on the failing device. */
-static void write_allocations(FILE *f, const vt_oom *oom, sitemap *sm)
+static int freeze_rec(frozen *fz, const vt_rec *r)
 {
-    int first = 1;
+    if (fz->nrecs == fz->caprecs)
+        return 0;
+    fz->recs[fz->nrecs++] = (frozen_rec){.id = r->id,
+                                         .size = r->size,
+                                         .address = r->address,
+                                         .birth = r->birth,
+                                         .death = r->death,
+                                         .site = r->site,
+                                         .device = r->device,
+                                         .api = r->api,
+                                         .kind = r->kind,
+                                         .dead = r->dead};
+    return 1;
+}
+
+/* Exit: the live set at each device's peak. Post-mortem: what is live on the failing device.
+ * Called with the state lock held; returns 0 when the records did not fit in fz->caprecs. */
+static int freeze_records(frozen *fz, const vt_oom *oom)
+{
+    fz->nrecs = 0;
     vt_rec *tables[] = {vt_state.live, vt_state.vmm};
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         for (vt_rec *r = tables[t]; r; r = r->hh.next) {
-            if (vt_table_anchor(r))
+            if (vt_table_anchor(r) || !(oom ? r->device == oom->device : vt_peak_holds(r)))
                 continue;
-            if (oom ? r->device == oom->device : vt_peak_holds(r))
-                write_rec(f, r, &first, sm);
+            if (!freeze_rec(fz, r))
+                return 0;
         }
     }
-    if (oom)
-        return;
+    for (int d = 0; !oom && d < VT_MAX_DEVICES; d++) {
+        for (vt_rec *r = vt_state.dev[d].dead_head; r; r = r->next) {
+            if (!freeze_rec(fz, r))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* At most the number of records a file can list: every record on the books. */
+static size_t records_bound(void)
+{
+    size_t n = HASH_COUNT(vt_state.live) + HASH_COUNT(vt_state.vmm);
     for (int d = 0; d < VT_MAX_DEVICES; d++)
-        for (vt_rec *r = vt_state.dev[d].dead_head; r; r = r->next)
-            write_rec(f, r, &first, sm);
+        n += vt_state.dev[d].ndead;
+    return n;
+}
+
+/* Allocated and touched before the lock is taken, so that the copy under it is a copy and
+ * not a page fault per record. */
+static int reserve(frozen *fz, size_t nrecs, size_t nspans)
+{
+    free(fz->recs);
+    free(fz->spans);
+    fz->caprecs = nrecs + nrecs / 8 + 64;
+    fz->recs = malloc(fz->caprecs * sizeof *fz->recs);
+    fz->spans = malloc((nspans + 8) * sizeof *fz->spans);
+    fz->dev = fz->dev ? fz->dev : malloc(VT_MAX_DEVICES * sizeof *fz->dev);
+    fz->ordinal = fz->ordinal ? fz->ordinal : malloc(VT_MAX_DEVICES * sizeof *fz->ordinal);
+    if (!fz->recs || !fz->spans || !fz->dev || !fz->ordinal)
+        return -1;
+    memset(fz->recs, 0, fz->caprecs * sizeof *fz->recs);
+    return 0;
+}
+
+static void thaw(frozen *fz)
+{
+    free(fz->recs);
+    free(fz->spans);
+    free(fz->dev);
+    free(fz->ordinal);
+}
+
+/* The copy itself, with the state lock held; 0 when something outgrew what reserve() made
+ * room for (the caller makes more and tries again). */
+static int freeze_locked(frozen *fz, const vt_oom *oom, size_t capspans)
+{
+    if (vt_state.nspans > capspans || !freeze_records(fz, oom))
+        return 0;
+    fz->end_time = vt_clock();
+    fz->markers = vt_state.markers;
+    fz->step = vt_state.step;
+    fz->c = vt_state.c;
+    fz->host_peak = vt_state.hostmem.peak;
+    fz->host_peak_time = vt_state.hostmem.peak_time;
+    fz->host_live = vt_state.hostmem.live;
+    fz->host_allocs = vt_state.hostmem.allocs;
+    fz->ndev = 0;
+    for (int d = 0; d < VT_MAX_DEVICES; d++) {
+        if (!vt_state.dev[d].used)
+            continue;
+        fz->ordinal[fz->ndev] = d;
+        fz->dev[fz->ndev++] = vt_state.dev[d];
+    }
+    fz->nspans = vt_state.nspans;
+    memcpy(fz->spans, vt_state.spans, fz->nspans * sizeof *fz->spans);
+    fz->folded_instances = vt_state.folded.instances;
+    fz->folded_first_step = vt_state.folded.first_step;
+    fz->folded_last_step = vt_state.folded.last_step;
+    memcpy(fz->folded_live_max, vt_state.folded.live_max, sizeof fz->folded_live_max);
+    fz->nooms = vt_state.nooms;
+    memcpy(fz->ooms, vt_state.ooms, (size_t)fz->nooms * sizeof *fz->ooms);
+    return 1;
+}
+
+static int freeze(frozen *fz, const vt_oom *oom)
+{
+    for (int attempt = 0; attempt < 8; attempt++) {
+        vt_lock();
+        size_t nrecs = records_bound(), nspans = vt_state.nspans;
+        vt_unlock();
+        if (reserve(fz, nrecs, nspans))
+            return -1;
+        vt_lock();
+        int done = freeze_locked(fz, oom, nspans + 8);
+        vt_unlock();
+        if (done)
+            return 0;
+    }
+    return -1;
+}
+
+static void write_allocations(FILE *f, const frozen *fz, sitemap *sm)
+{
+    int first = 1;
+    for (size_t i = 0; i < fz->nrecs; i++)
+        write_rec(f, &fz->recs[i], &first, sm);
 }
 
 static void write_env(FILE *f)
@@ -169,9 +324,8 @@ static void write_command(FILE *f)
     fputs("],\n", f);
 }
 
-static void write_counters(FILE *f)
+static void write_counters(FILE *f, const vt_counters *c)
 {
-    const vt_counters *c = &vt_state.c;
     fprintf(f,
             "\"counters\": {\"allocs\": %llu, \"frees\": %llu, \"unknown_frees\": %llu, "
             "\"failed_calls\": %llu, \"oom_calls\": %llu, \"host_allocs\": %llu, "
@@ -202,7 +356,7 @@ static void write_samples(FILE *f, const vt_device *dev)
     for (int i = 0; i < dev->nsamples; i++) {
         const vt_sample *s = &dev->samples[i];
         fprintf(f, "%s{\"time_s\": ", i ? ", " : "");
-        vt_json_time(f, vt_seconds(s->time));
+        vt_json_time(f, secs(s->time));
         fprintf(f, ", \"reason\": \"%s\", \"free_bytes\": %lld, \"total_bytes\": %lld",
                 reasons[s->reason], (long long)s->free_bytes, (long long)s->total_bytes);
         static const char *const pool_keys[4] = {"pool_reserved_bytes", "pool_used_bytes",
@@ -217,22 +371,19 @@ static void write_samples(FILE *f, const vt_device *dev)
     fputs("]", f);
 }
 
-static void write_devices(FILE *f)
+static void write_devices(FILE *f, const frozen *fz)
 {
     fputs("\"devices\": [", f);
-    int first = 1;
-    for (int d = 0; d < VT_MAX_DEVICES; d++) {
-        const vt_device *dev = &vt_state.dev[d];
-        if (!dev->used)
-            continue;
-        fprintf(f, "%s\n  {\"device\": %d, \"uuid\": ", first ? "" : ",", d);
+    for (int i = 0; i < fz->ndev; i++) {
+        const vt_device *dev = &fz->dev[i];
+        fprintf(f, "%s\n  {\"device\": %d, \"uuid\": ", i ? "," : "", fz->ordinal[i]);
         vt_json_str(f, dev->uuid[0] ? dev->uuid : NULL);
         fputs(", \"name\": ", f);
         vt_json_str(f, dev->name[0] ? dev->name : NULL);
         fputs(", \"total_bytes\": ", f);
         write_int_or_null(f, dev->total ? (int64_t)dev->total : -1);
         fprintf(f, ", \"peak_bytes\": %llu, \"peak_time_s\": ", (unsigned long long)dev->peak);
-        vt_json_time(f, vt_seconds(dev->peak_time));
+        vt_json_time(f, secs(dev->peak_time));
         fprintf(f,
                 ", \"peak_seq\": %llu, \"peak_phase\": \"%s\", \"peak_step\": %u, "
                 "\"live_bytes_at_end\": %llu, \"allocs\": %llu, \"reserved\": ",
@@ -249,51 +400,41 @@ static void write_devices(FILE *f)
         fputs(", \"used_at_peak_bytes\": ", f);
         write_int_or_null(f, dev->used_at_peak);
         fputc('}', f);
-        first = 0;
     }
     fputs("],\n", f);
 }
 
-static void write_timeline(FILE *f)
+static void write_timeline(FILE *f, const frozen *fz)
 {
     fputs("\"timeline\": [", f);
-    for (size_t i = 0; i < vt_state.nspans; i++) {
-        const vt_span *s = &vt_state.spans[i];
+    for (size_t i = 0; i < fz->nspans; i++) {
+        const vt_span *s = &fz->spans[i];
         fprintf(f, "%s\n  {\"instance\": %u, \"phase\": \"%s\", \"step\": %u, \"start_s\": ",
                 i ? "," : "", s->instance, vt_phase_name(s->phase), s->step);
-        vt_json_time(f, vt_seconds(s->start));
+        vt_json_time(f, secs(s->start));
         fputs(", \"end_s\": ", f);
-        vt_json_time(f, s->end ? vt_seconds(s->end) : -1);
+        vt_json_time(f, s->end ? secs(s->end) : -1);
         fputs(", \"devices\": [", f);
-        int first = 1;
-        for (int d = 0; d < VT_MAX_DEVICES; d++) {
-            if (!vt_state.dev[d].used)
-                continue;
+        for (int k = 0; k < fz->ndev; k++) {
+            int d = fz->ordinal[k];
             fprintf(f,
                     "%s{\"device\": %d, \"live_start\": %llu, \"live_end\": %llu, "
                     "\"live_max\": %llu}",
-                    first ? "" : ", ", d, (unsigned long long)s->live_start[d],
+                    k ? ", " : "", d, (unsigned long long)s->live_start[d],
                     (unsigned long long)s->live_end[d], (unsigned long long)s->live_max[d]);
-            first = 0;
         }
         fputs("]}", f);
     }
     fputs("],\n\"timeline_summary\": ", f);
-    if (!vt_state.folded.instances) {
+    if (!fz->folded_instances) {
         fputs("null,\n", f);
         return;
     }
     fprintf(f, "{\"instances\": %llu, \"first_step\": %u, \"last_step\": %u, \"live_max\": {",
-            (unsigned long long)vt_state.folded.instances, vt_state.folded.first_step,
-            vt_state.folded.last_step);
-    int first = 1;
-    for (int d = 0; d < VT_MAX_DEVICES; d++) {
-        if (!vt_state.dev[d].used)
-            continue;
-        fprintf(f, "%s\"%d\": %llu", first ? "" : ", ", d,
-                (unsigned long long)vt_state.folded.live_max[d]);
-        first = 0;
-    }
+            (unsigned long long)fz->folded_instances, fz->folded_first_step, fz->folded_last_step);
+    for (int k = 0; k < fz->ndev; k++)
+        fprintf(f, "%s\"%d\": %llu", k ? ", " : "", fz->ordinal[k],
+                (unsigned long long)fz->folded_live_max[fz->ordinal[k]]);
     fputs("}},\n", f);
 }
 
@@ -307,16 +448,16 @@ static void write_oom_fields(FILE *f, const vt_oom *o, sitemap *sm)
     fprintf(f,
             "\"n\": %d, \"time_s\": %.6f, \"device\": %d, \"size\": %llu, \"api\": \"%s\", "
             "\"phase\": \"%s\", \"step\": %u, \"site\": ",
-            o->n, vt_seconds(o->time), o->device, (unsigned long long)o->size, vt_api_name(o->api),
+            o->n, secs(o->time), o->device, (unsigned long long)o->size, vt_api_name(o->api),
             vt_phase_name(o->phase), o->step);
     site_ref(f, sm, o->site);
 }
 
-static void write_ooms(FILE *f, sitemap *sm)
+static void write_ooms(FILE *f, const frozen *fz, sitemap *sm)
 {
     fputs("\"oom_events\": [", f);
-    for (int i = 0; i < vt_state.nooms; i++) {
-        const vt_oom *o = &vt_state.ooms[i];
+    for (int i = 0; i < fz->nooms; i++) {
+        const vt_oom *o = &fz->ooms[i];
         fprintf(f, "%s\n  {", i ? "," : "");
         write_oom_fields(f, o, sm);
         fprintf(f, ", \"retry_succeeded\": %s, \"file\": ", o->retry_succeeded ? "true" : "false");
@@ -332,9 +473,9 @@ static void write_ooms(FILE *f, sitemap *sm)
     fputs("],\n", f);
 }
 
-static void write_doc(FILE *f, const char *kind, const vt_oom *oom)
+static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen *fz)
 {
-    vt_clock_calibrate();
+    timebase = vt_clock_calibrate();
     uint32_t nsites = vt_stack_count();
     sitemap sm = {.cap = nsites};
     if (nsites) {
@@ -356,26 +497,25 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom)
     fputs(",\n", f);
     write_command(f);
     fprintf(f, "\"start_unix\": %.6f, \"end_time_s\": %.6f,\n", vt_start_unix(),
-            vt_seconds(vt_clock()));
+            secs(fz->end_time));
     write_rank(f);
     write_env(f);
-    fprintf(f, "\"phase_markers\": %s, \"steps\": %u,\n", vt_state.markers ? "true" : "false",
-            vt_state.step);
+    fprintf(f, "\"phase_markers\": %s, \"steps\": %u,\n", fz->markers ? "true" : "false", fz->step);
     fprintf(f, "\"stacks\": {\"native\": %s, \"python\": %s, \"depth\": %d},\n",
             vt_cfg.stacks ? "true" : "false",
             vt_cfg.stacks && vt_cfg.python_stacks ? "true" : "false", vt_cfg.depth);
-    write_counters(f);
-    write_devices(f);
+    write_counters(f, &fz->c);
+    write_devices(f, fz);
     fprintf(f,
             "\"host\": {\"peak_bytes\": %llu, \"peak_time_s\": %.6f, \"live_bytes_at_end\": "
             "%llu, \"allocations\": %llu},\n",
-            (unsigned long long)vt_state.hostmem.peak, vt_seconds(vt_state.hostmem.peak_time),
-            (unsigned long long)vt_state.hostmem.live, (unsigned long long)vt_state.hostmem.allocs);
+            (unsigned long long)fz->host_peak, secs(fz->host_peak_time),
+            (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
     fputs("\"allocations\": [", f);
-    write_allocations(f, oom, &sm);
+    write_allocations(f, fz, &sm);
     fputs("],\n", f);
-    write_timeline(f);
-    write_ooms(f, &sm);
+    write_timeline(f, fz);
+    write_ooms(f, fz, &sm);
     if (oom) {
         fputs("\"oom\": {", f);
         write_oom_fields(f, oom, &sm);
@@ -396,13 +536,27 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom)
     free(sm.order);
 }
 
-static void write_file(const char *name, const char *kind, const vt_oom *oom)
+/* The temporary file the document is written to before it is renamed to `path`: a name of
+ * this thread's own, since two threads may write the same file (interim snapshots). */
+static FILE *open_output(const char *path, char *tmp, size_t len)
+{
+    snprintf(tmp, len, "%s.%d.tmp", path, (int)gettid());
+    return fopen(tmp, "we");
+}
+
+static void write_file_frozen(const char *name, const char *kind, const vt_oom *oom)
 {
     char path[8192], tmp[8300];
     snprintf(path, sizeof path, "%s/%s", vt_cfg.out_dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    frozen fz = {0};
+    if (freeze(&fz, oom)) {
+        thaw(&fz);
+        vt_warn_once("out of memory writing %s", path);
+        return;
+    }
+    FILE *f = open_output(path, tmp, sizeof tmp);
     if (!f) {
+        thaw(&fz);
         vt_warn_once("cannot write %s: %s (set VRAMTAP_OUT to a writable directory)", path,
                      strerror(errno));
         return;
@@ -410,9 +564,8 @@ static void write_file(const char *name, const char *kind, const vt_oom *oom)
     char *buf = malloc(1 << 16);
     if (buf)
         setvbuf(f, buf, _IOFBF, 1 << 16);
-    vt_lock();
-    write_doc(f, kind, oom);
-    vt_unlock();
+    write_doc(f, kind, oom, &fz);
+    thaw(&fz);
     int bad = ferror(f);
     int closed = fclose(f);
     free(buf);
@@ -423,6 +576,16 @@ static void write_file(const char *name, const char *kind, const vt_oom *oom)
     }
     vt_debug("wrote %s", path);
     vt_notice_written(path, oom ? oom->n : 0);
+}
+
+/* A thread cancelled inside the write would leave the temporary file and, worse, whatever lock
+ * stdio holds: cancellation waits until the file is done. */
+static void write_file(const char *name, const char *kind, const vt_oom *oom)
+{
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    write_file_frozen(name, kind, oom);
+    pthread_setcancelstate(cancel, NULL);
 }
 
 static void exit_file_name(char *buf, size_t len)

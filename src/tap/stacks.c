@@ -1,6 +1,5 @@
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +7,7 @@
 #include <libunwind.h>
 
 #include "json_out.h"
+#include "locks.h"
 #include "pystack.h"
 #include "stacks.h"
 #include "symbols.h"
@@ -22,7 +22,6 @@ typedef struct {
     uint64_t frames[];
 } vt_stack;
 
-static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;
 static vt_stack *by_frames;
 static vt_stack **by_id;
 static uint32_t nstacks, capstacks;
@@ -56,7 +55,7 @@ static uint32_t intern(const uint64_t *frames, int n_native, int n_py)
 {
     size_t keylen = (size_t)(n_native + n_py) * sizeof(uint64_t);
     uint32_t id = VT_NO_SITE;
-    pthread_mutex_lock(&stacks_lock);
+    vt_lock_take(VT_LOCK_STACKS);
     vt_stack *s;
     HASH_FIND(hh, by_frames, frames, keylen, s);
     if (s) {
@@ -87,7 +86,7 @@ static uint32_t intern(const uint64_t *frames, int n_native, int n_py)
         id = s->id;
     }
 out:
-    pthread_mutex_unlock(&stacks_lock);
+    vt_lock_give(VT_LOCK_STACKS);
     return id;
 }
 
@@ -110,9 +109,9 @@ uint32_t vt_stack_here(void)
 
 uint32_t vt_stack_count(void)
 {
-    pthread_mutex_lock(&stacks_lock);
+    vt_lock_take(VT_LOCK_STACKS);
     uint32_t n = nstacks;
-    pthread_mutex_unlock(&stacks_lock);
+    vt_lock_give(VT_LOCK_STACKS);
     return n;
 }
 
@@ -167,9 +166,9 @@ static int own_python_frame(const char *file)
  * functions and lines; never raw addresses. */
 void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index)
 {
-    pthread_mutex_lock(&stacks_lock);
+    vt_lock_take(VT_LOCK_STACKS);
     vt_stack *s = id < nstacks ? by_id[id] : NULL;
-    pthread_mutex_unlock(&stacks_lock);
+    vt_lock_give(VT_LOCK_STACKS);
     if (!s)
         return;
     uint64_t sig = 0xcbf29ce484222325ULL;
@@ -220,14 +219,4 @@ void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index)
         fprintf(f, ", \"line\": %u}", line);
     }
     fprintf(f, "], \"signature\": \"%016llx\"}", (unsigned long long)sig);
-}
-
-void vt_stacks_lock(void)
-{
-    pthread_mutex_lock(&stacks_lock);
-}
-
-void vt_stacks_unlock(void)
-{
-    pthread_mutex_unlock(&stacks_lock);
 }

@@ -17,8 +17,5 @@ VT_HIDDEN uint32_t vt_stack_here(void);
 VT_HIDDEN uint32_t vt_stack_count(void);
 /* Write interned stack `id` as the snapshot's site number `index` (names resolved now). */
 VT_HIDDEN void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index);
-/* Held across fork so that the child finds the table consistent. */
-VT_HIDDEN void vt_stacks_lock(void);
-VT_HIDDEN void vt_stacks_unlock(void);
 
 #endif

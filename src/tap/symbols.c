@@ -1,12 +1,12 @@
 #include <elf.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "locks.h"
 #include "symbols.h"
 
 typedef struct {
@@ -14,15 +14,14 @@ typedef struct {
     const char *name; /* inside the file's mapping */
 } func;
 
-typedef struct module {
-    struct module *next;
+typedef struct symtab {
+    struct symtab *next;
     char *path;
     func *funcs; /* by start address */
     size_t nfuncs;
-} module;
+} symtab;
 
-static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
-static module *modules;
+static symtab *symtabs;
 
 static int by_start(const void *a, const void *b)
 {
@@ -32,7 +31,7 @@ static int by_start(const void *a, const void *b)
 
 /* The functions of one symbol table section. */
 static void read_table(const unsigned char *base, size_t len, const Elf64_Shdr *sh,
-                       const Elf64_Shdr *strtab, module *m)
+                       const Elf64_Shdr *strtab, symtab *m)
 {
     if (sh->sh_offset + sh->sh_size > len || strtab->sh_offset + strtab->sh_size > len ||
         sh->sh_entsize != sizeof(Elf64_Sym))
@@ -54,7 +53,7 @@ static void read_table(const unsigned char *base, size_t len, const Elf64_Shdr *
     qsort(m->funcs, m->nfuncs, sizeof *m->funcs, by_start);
 }
 
-static void load(module *m)
+static void load(symtab *m)
 {
     int fd = open(m->path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -89,33 +88,54 @@ static void load(module *m)
             }
 }
 
-const char *vt_symbol_lookup(const char *path, uintptr_t addr)
+/* The table of `path`: read from the file outside the lock (that is file I/O), published under
+ * it. A table never changes once published, so lookups in it need no lock. */
+static const symtab *symtab_of(const char *path)
 {
-    pthread_mutex_lock(&modules_lock);
-    module *m = modules;
+    vt_lock_take(VT_LOCK_SYMBOLS);
+    symtab *m = symtabs;
     while (m && strcmp(m->path, path))
         m = m->next;
-    if (!m && (m = calloc(1, sizeof *m))) {
-        m->path = strdup(path);
-        if (m->path)
-            load(m);
-        m->next = modules;
-        modules = m;
+    vt_lock_give(VT_LOCK_SYMBOLS);
+    if (m)
+        return m;
+    symtab *fresh = calloc(1, sizeof *fresh);
+    if (!fresh || !(fresh->path = strdup(path))) {
+        free(fresh);
+        return NULL;
     }
-    const char *name = NULL;
-    if (m && m->nfuncs) {
-        size_t lo = 0, hi = m->nfuncs;
-        while (hi - lo > 1) {
-            size_t mid = (lo + hi) / 2;
-            if (m->funcs[mid].start <= addr)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        const func *f = &m->funcs[lo];
-        if (f->start <= addr && addr < f->start + (f->size ? f->size : 1))
-            name = f->name;
+    load(fresh);
+    vt_lock_take(VT_LOCK_SYMBOLS);
+    for (m = symtabs; m && strcmp(m->path, path);)
+        m = m->next;
+    if (!m) {
+        fresh->next = symtabs;
+        symtabs = m = fresh;
+        fresh = NULL;
     }
-    pthread_mutex_unlock(&modules_lock);
-    return name;
+    vt_lock_give(VT_LOCK_SYMBOLS);
+    /* Another writer published the same file meanwhile: ours stays mapped, as its would. */
+    if (fresh) {
+        free(fresh->funcs);
+        free(fresh->path);
+        free(fresh);
+    }
+    return m;
+}
+
+const char *vt_symbol_lookup(const char *path, uintptr_t addr)
+{
+    const symtab *m = symtab_of(path);
+    if (!m || !m->nfuncs)
+        return NULL;
+    size_t lo = 0, hi = m->nfuncs;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (m->funcs[mid].start <= addr)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const func *f = &m->funcs[lo];
+    return f->start <= addr && addr < f->start + (f->size ? f->size : 1) ? f->name : NULL;
 }

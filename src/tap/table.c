@@ -1,7 +1,7 @@
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "locks.h"
 #include "resolve.h"
 #include "sample.h"
 #include "snapshot.h"
@@ -27,11 +27,9 @@ static inline unsigned addr_hash(const void *key)
 VT_HIDDEN vt_state_t vt_state;
 VT_HIDDEN int vt_hash_oom;
 
-/* Adaptive: critical sections are a few dozen instructions, shorter than a sleep and wake. */
 /* CUDA's code for out of memory, the same in the runtime and the driver. */
 #define CUDA_OUT_OF_MEMORY 2
 
-static pthread_mutex_t state_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static vt_rec *free_recs;
 static int pending_ooms;
 
@@ -46,14 +44,14 @@ struct vt_vmap {
 
 void vt_lock(void)
 {
-    pthread_mutex_lock(&state_lock);
+    vt_lock_take(VT_LOCK_STATE);
     vt_state.c.nested_calls += vt_nested_pending;
     vt_nested_pending = 0;
 }
 
 void vt_unlock(void)
 {
-    pthread_mutex_unlock(&state_lock);
+    vt_lock_give(VT_LOCK_STATE);
 }
 
 static int in_phase(uint8_t phase)
@@ -516,49 +514,18 @@ void vt_span_close_locked(uint64_t now)
             vt_state.folded.live_max[d] = s->live_max[d];
 }
 
-static void free_table(vt_rec **table)
-{
-    vt_rec *r, *tmp;
-    HASH_ITER(hh, *table, r, tmp)
-    {
-        HASH_DEL(*table, r);
-        if (!vt_table_anchor(r))
-            free(r);
-    }
-}
-
-/* Called in the child of a fork with the lock held (taken in the prepare handler, released by
- * the caller): the child owns none of its parent's allocations. */
+/* Called in the child of a fork with every lock held: the child owns none of its parent's
+ * allocations. The records are left where they are, not freed: freeing a million of them
+ * would write to every page the child shares with its parent (copying them all) and take as
+ * long as the parent took to make them, in a child that may only exec. */
 void vt_table_reset_after_fork(void)
 {
-    free_table(&vt_state.live);
-    free_table(&vt_state.vmm);
-    free_table(&vt_state.host);
-    struct vt_vmap *m, *tmp;
-    HASH_ITER(hh, vt_state.vmaps, m, tmp)
-    {
-        HASH_DEL(vt_state.vmaps, m);
-        if (m != &vmap_anchor)
-            free(m);
-    }
-    for (int d = 0; d < VT_MAX_DEVICES; d++) {
-        vt_rec *r = vt_state.dev[d].dead_head;
-        while (r) {
-            vt_rec *n = r->next;
-            free(r);
-            r = n;
-        }
-    }
-    while (free_recs) {
-        vt_rec *n = free_recs->next;
-        free(free_recs);
-        free_recs = n;
-    }
-    free(vt_state.spans);
     uint8_t phase = vt_state.phase;
     uint32_t step = vt_state.step, instance = vt_state.instance;
     int markers = vt_state.markers;
     memset(&vt_state, 0, sizeof vt_state);
+    free_recs = NULL;
+    pending_ooms = 0;
     /* The phase the parent was in carries on in the child. */
     vt_state.phase = phase;
     vt_state.step = step;
@@ -566,5 +533,4 @@ void vt_table_reset_after_fork(void)
     vt_state.markers = markers;
     if (in_phase(phase))
         vt_span_open_locked(phase, vt_clock());
-    pending_ooms = 0;
 }

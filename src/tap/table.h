@@ -94,6 +94,7 @@ typedef struct {
     uint8_t peak_phase;
     uint32_t peak_step;
     vt_rec *dead_head, *dead_tail; /* live at the peak, died since */
+    uint64_t ndead;
 } vt_device;
 
 typedef struct {

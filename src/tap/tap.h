@@ -63,11 +63,15 @@ extern VT_HIDDEN vt_config vt_cfg;
 
 /* Time stamps are raw ticks (the TSC where the kernel trusts it, else CLOCK_MONOTONIC in ns):
  * a stamp is taken on every event, so it must cost less than clock_gettime. vt_seconds turns
- * ticks into seconds since start, interpolating between the start and the last
- * vt_clock_calibrate(). */
+ * ticks into seconds since start, interpolating between the start and a time base taken by
+ * vt_clock_calibrate() (each writer its own). */
+typedef struct {
+    uint64_t ticks;
+    double seconds; /* monotonic seconds from start to `ticks` */
+} vt_timebase;
 VT_HIDDEN uint64_t vt_clock(void);
-VT_HIDDEN void vt_clock_calibrate(void);
-VT_HIDDEN double vt_seconds(uint64_t ticks);
+VT_HIDDEN vt_timebase vt_clock_calibrate(void);
+VT_HIDDEN double vt_seconds(const vt_timebase *tb, uint64_t ticks);
 /* Seconds since start from CLOCK_MONOTONIC: for the rare moments that pace themselves. */
 VT_HIDDEN double vt_mono_seconds(void);
 VT_HIDDEN double vt_start_unix(void);

@@ -1,0 +1,41 @@
+/* Every lock of the preload library, and the rules for holding them.
+ *
+ * The library runs inside someone else's threads, at moments it does not choose: inside dlopen
+ * (a library constructor that allocates holds the dynamic loader's lock), inside fork, on a
+ * thread that may be cancelled, on threads that hold or wait for Python's GIL. So:
+ *
+ *   1. Locks are taken in the order of vt_lock_id, never the other way. In practice each is a
+ *      leaf: nothing in the library takes a second lock while it holds one; the order is what
+ *      the fork handler follows, and what a debug build checks (it aborts on a violation).
+ *   2. Under any vramtap lock: no loader call (dlopen, dlsym, dladdr, dl_iterate_phdr: they take
+ *      the loader's lock, which a thread inside dlopen holds while it waits for ours), no GIL,
+ *      no file or terminal I/O (a slow disk would stall every allocating thread), no CUDA call.
+ *      malloc is allowed: fork takes the allocator's locks after ours.
+ *   3. Critical sections are O(1) on the allocation path; the writer copies what a file needs
+ *      and does the rest unlocked.
+ *   4. One pthread_atfork registration (init.c) takes every lock in order before fork and
+ *      releases them after, in parent and child (the child's only thread is the one that took
+ *      them). */
+#ifndef VT_LOCKS_H
+#define VT_LOCKS_H
+
+#include "tap.h"
+
+typedef enum {
+    VT_LOCK_DRIVER,  /* resolve.c: libcuda's function addresses, filled once */
+    VT_LOCK_PYLOCS,  /* pystack.c: interned Python code locations */
+    VT_LOCK_STACKS,  /* stacks.c: interned stacks */
+    VT_LOCK_MODULES, /* modules.c: loaded objects seen in stacks */
+    VT_LOCK_SYMBOLS, /* symbols.c: ELF symbol tables read by the writer */
+    VT_LOCK_STATE,   /* table.c: the books (live set, peaks, phases, timeline, counters) */
+    VT_LOCK_COUNT
+} vt_lock_id;
+
+VT_HIDDEN void vt_lock_take(vt_lock_id id);
+VT_HIDDEN void vt_lock_give(vt_lock_id id);
+
+/* The fork handlers: every lock in order before; released after, in parent and child. */
+VT_HIDDEN void vt_locks_before_fork(void);
+VT_HIDDEN void vt_locks_after_fork(void);
+
+#endif
