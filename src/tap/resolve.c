@@ -1,4 +1,7 @@
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -37,13 +40,33 @@ void *vt_real_dlsym(void *handle, const char *name)
     return f ? f(handle, name) : NULL;
 }
 
+/* The path of a loaded CUDA runtime, into data (PATH_MAX bytes). */
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    if (!slash || strncmp(slash + 1, "libcudart.so", 12))
+        return 0;
+    snprintf(data, PATH_MAX, "%s", info->dlpi_name);
+    return 1;
+}
+
 void *vt_real_next(_Atomic(void *) *cache, const char *name)
 {
     void *p = atomic_load_explicit(cache, memory_order_acquire);
-    if (!p) {
-        p = vt_real_dlsym(RTLD_NEXT, name);
-        atomic_store_explicit(cache, p, memory_order_release);
+    if (p)
+        return p;
+    p = vt_real_dlsym(RTLD_NEXT, name);
+    /* A runtime loaded with RTLD_LOCAL (a dlopen'ed library that depends on it, as Python
+     * extensions do) is not in the global scope, yet that library's calls bind to these
+     * wrappers: the real function is the one of the runtime that is loaded. */
+    char path[PATH_MAX] = "";
+    if (!p && dl_iterate_phdr(find_cudart, path)) {
+        /* Not from inside the iteration: it holds a loader lock that dlopen takes second. */
+        void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+        p = h ? vt_real_dlsym(h, name) : NULL;
     }
+    atomic_store_explicit(cache, p, memory_order_release);
     return p;
 }
 

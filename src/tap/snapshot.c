@@ -13,6 +13,7 @@
 
 #include "json_out.h"
 #include "locks.h"
+#include "modules.h"
 #include "notice.h"
 #include "peak.h"
 #include "snapshot.h"
@@ -212,7 +213,8 @@ static int freeze_locked(frozen *fz, const vt_oom *oom, size_t capspans)
         fz->dev[fz->ndev++] = vt_state.dev[d];
     }
     fz->nspans = vt_state.nspans;
-    memcpy(fz->spans, vt_state.spans, fz->nspans * sizeof *fz->spans);
+    if (fz->nspans)
+        memcpy(fz->spans, vt_state.spans, fz->nspans * sizeof *fz->spans);
     fz->folded_instances = vt_state.folded.instances;
     fz->folded_first_step = vt_state.folded.first_step;
     fz->folded_last_step = vt_state.folded.last_step;
@@ -438,6 +440,24 @@ static void write_timeline(FILE *f, const frozen *fz)
     fputs("}},\n", f);
 }
 
+/* Every module a site may refer to: those recorded so far, which the sites written before
+ * this include. */
+static void write_modules(FILE *f)
+{
+    fputs("\"modules\": [", f);
+    int n = vt_module_count(NULL);
+    for (int i = 0; i < n; i++) {
+        vt_module m = vt_module_get(i);
+        fprintf(f, "%s\n  {\"id\": %d, \"path\": ", i ? "," : "", i);
+        vt_json_str(f, m.path);
+        fputs(", \"build_id\": ", f);
+        vt_json_str(f, m.build_id);
+        fputs(", \"base\": ", f);
+        fprintf(f, "\"0x%lx\"}", (unsigned long)m.base);
+    }
+    fputs("]", f);
+}
+
 static void oom_file_name(char *buf, size_t len, int n)
 {
     snprintf(buf, len, "vramtap.%s.%d.oom%d.json", vt_cfg.prog, (int)getpid(), n);
@@ -476,7 +496,7 @@ static void write_ooms(FILE *f, const frozen *fz, sitemap *sm)
 static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen *fz)
 {
     timebase = vt_clock_calibrate();
-    uint32_t nsites = vt_stack_count();
+    uint32_t nsites = vt_stack_count(NULL);
     sitemap sm = {.cap = nsites};
     if (nsites) {
         sm.index = malloc(nsites * sizeof *sm.index);
@@ -531,7 +551,9 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         fputs(i ? ",\n  " : "\n  ", f);
         vt_stack_write_json(f, sm.order[i], i);
     }
-    fputs("]}\n", f);
+    fputs("],\n", f);
+    write_modules(f);
+    fputs("}\n", f);
     free(sm.index);
     free(sm.order);
 }

@@ -8,13 +8,14 @@
 
 #include "json_out.h"
 #include "locks.h"
+#include "modules.h"
 #include "pystack.h"
 #include "stacks.h"
 #include "symbols.h"
 #include "table.h"
 
 /* An interned stack: native return addresses, then Python (code id << 32 | line) entries,
- * innermost first. The frames are the hash key. */
+ * innermost first, then the module of each native frame. The frames are the hash key. */
 typedef struct {
     UT_hash_handle hh;
     uint32_t id;
@@ -22,9 +23,15 @@ typedef struct {
     uint64_t frames[];
 } vt_stack;
 
+static uint16_t *modules_of(const vt_stack *s)
+{
+    return (uint16_t *)(s->frames + s->n_native + s->n_py);
+}
+
 static vt_stack *by_frames;
 static vt_stack **by_id;
 static uint32_t nstacks, capstacks;
+static uint64_t dropped;
 static uintptr_t self_lo, self_hi; /* this library's text, whose frames are skipped */
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data)
@@ -51,42 +58,63 @@ void vt_stacks_init(void)
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
+static uint32_t find_locked(const uint64_t *frames, size_t keylen)
+{
+    vt_stack *s;
+    HASH_FIND(hh, by_frames, frames, keylen, s);
+    return s ? s->id : VT_NO_SITE;
+}
+
+/* Publishes `s` (its key and modules filled in); 0 when it could not be. */
+static int add_locked(vt_stack *s, size_t keylen)
+{
+    if (nstacks >= VT_MAX_STACKS)
+        return 0;
+    if (nstacks == capstacks) {
+        uint32_t cap = capstacks ? capstacks * 2 : 1024;
+        vt_stack **n = realloc(by_id, cap * sizeof *n);
+        if (!n)
+            return 0;
+        by_id = n;
+        capstacks = cap;
+    }
+    vt_hash_oom = 0;
+    HASH_ADD_KEYPTR(hh, by_frames, s->frames, keylen, s);
+    if (vt_hash_oom)
+        return 0;
+    s->id = nstacks;
+    by_id[nstacks++] = s;
+    return 1;
+}
+
+/* A stack seen before costs one lookup under the lock. A new one has its modules recorded
+ * first, with no lock held (that asks the loader), then is published. */
 static uint32_t intern(const uint64_t *frames, int n_native, int n_py)
 {
     size_t keylen = (size_t)(n_native + n_py) * sizeof(uint64_t);
-    uint32_t id = VT_NO_SITE;
     vt_lock_take(VT_LOCK_STACKS);
-    vt_stack *s;
-    HASH_FIND(hh, by_frames, frames, keylen, s);
+    uint32_t id = find_locked(frames, keylen);
+    vt_lock_give(VT_LOCK_STACKS);
+    if (id != VT_NO_SITE)
+        return id;
+    vt_stack *s = malloc(sizeof *s + keylen + (size_t)n_native * sizeof(uint16_t));
     if (s) {
-        id = s->id;
-    } else if (nstacks < VT_NO_SITE - 1 && (s = malloc(sizeof *s + keylen))) {
-        if (nstacks == capstacks) {
-            uint32_t cap = capstacks ? capstacks * 2 : 1024;
-            vt_stack **n = realloc(by_id, cap * sizeof *n);
-            if (!n) {
-                free(s);
-                goto out;
-            }
-            by_id = n;
-            capstacks = cap;
-        }
         memset(&s->hh, 0, sizeof s->hh);
         s->n_native = (uint16_t)n_native;
         s->n_py = (uint16_t)n_py;
         memcpy(s->frames, frames, keylen);
-        vt_hash_oom = 0;
-        HASH_ADD_KEYPTR(hh, by_frames, s->frames, keylen, s);
-        if (vt_hash_oom) {
-            free(s);
-            goto out;
-        }
-        s->id = nstacks;
-        by_id[nstacks++] = s;
-        id = s->id;
+        vt_modules_resolve(frames, n_native, modules_of(s));
     }
-out:
+    vt_lock_take(VT_LOCK_STACKS);
+    id = find_locked(frames, keylen);
+    int added = id == VT_NO_SITE && s && add_locked(s, keylen);
+    if (added)
+        id = s->id;
+    else if (id == VT_NO_SITE)
+        dropped++;
     vt_lock_give(VT_LOCK_STACKS);
+    if (!added)
+        free(s);
     return id;
 }
 
@@ -107,10 +135,12 @@ uint32_t vt_stack_here(void)
     return intern(frames, n_native, n_py);
 }
 
-uint32_t vt_stack_count(void)
+uint32_t vt_stack_count(uint64_t *not_interned)
 {
     vt_lock_take(VT_LOCK_STACKS);
     uint32_t n = nstacks;
+    if (not_interned)
+        *not_interned = dropped;
     vt_lock_give(VT_LOCK_STACKS);
     return n;
 }
@@ -120,13 +150,16 @@ typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 /* C++ names are demangled when the process has a C++ runtime; vramtap does not bring one. */
 static char *demangle(const char *name)
 {
-    static demangle_fn fn;
-    static int looked;
-    if (!looked) {
-        fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-        looked = 1;
+    static atomic_int looked;
+    static _Atomic(demangle_fn) found;
+    if (strncmp(name, "_Z", 2))
+        return NULL;
+    if (!atomic_load(&looked)) {
+        atomic_store(&found, (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle"));
+        atomic_store(&looked, 1);
     }
-    if (!fn || strncmp(name, "_Z", 2))
+    demangle_fn fn = atomic_load(&found);
+    if (!fn)
         return NULL;
     int status = 0;
     return fn(name, NULL, NULL, &status);
@@ -174,28 +207,27 @@ void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index)
     uint64_t sig = 0xcbf29ce484222325ULL;
     fprintf(f, "{\"id\": %u, \"frames\": [", index);
     for (int i = 0; i < s->n_native; i++) {
-        /* A return address points after the call: look up the call itself. */
-        uintptr_t ip = (uintptr_t)s->frames[i];
-        Dl_info info;
-        struct link_map *lm = NULL;
-        const char *module = "?";
-        uintptr_t offset = ip;
-        const char *sym = NULL;
-        if (dladdr1((void *)(ip - 1), &info, (void **)&lm, RTLD_DL_LINKMAP) && info.dli_fname) {
-            module = base_name(info.dli_fname);
-            offset = ip - (uintptr_t)info.dli_fbase;
-            sym = info.dli_sname;
-            /* The main program's path is empty in the loader's list. */
-            const char *path = *info.dli_fname ? info.dli_fname : "/proc/self/exe";
-            if (lm)
-                sym = vt_symbol_lookup(path, ip - 1 - lm->l_addr);
-            if (!sym)
-                sym = info.dli_sname;
+        /* Names come from the module recorded at interning and its file on disk, never from
+         * what is loaded now. A return address points after the call: the symbol is the
+         * call's. */
+        uintptr_t ip = (uintptr_t)s->frames[i], offset = ip;
+        uint16_t mid = modules_of(s)[i];
+        const char *module = "?", *sym = NULL;
+        if (mid != VT_NO_MODULE) {
+            vt_module m = vt_module_get(mid);
+            module = base_name(m.path);
+            offset = ip - m.base;
+            sym = vt_symbol_lookup(m.path, offset - 1);
         }
         sig = fnv1a(sig, module, strlen(module) + 1);
         sig = fnv1a(sig, &offset, sizeof offset);
         fprintf(f, "%s{\"type\": \"native\", \"module\": ", i ? ", " : "");
         vt_json_str(f, module);
+        fputs(", \"module_id\": ", f);
+        if (mid != VT_NO_MODULE)
+            fprintf(f, "%u", mid);
+        else
+            fputs("null", f);
         fprintf(f, ", \"offset\": \"0x%lx\", \"symbol\": ", (unsigned long)offset);
         char *dem = sym ? demangle(sym) : NULL;
         vt_json_str(f, dem ? dem : sym);

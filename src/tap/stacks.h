@@ -10,11 +10,14 @@
 
 #define VT_MAX_DEPTH 256
 #define VT_DEFAULT_DEPTH 32
+/* Distinct stacks past this many are not interned: their allocations have no site. */
+#define VT_MAX_STACKS (1u << 20)
 
 VT_HIDDEN void vt_stacks_init(void);
 /* The interned id of the calling thread's stack, or VT_NO_SITE when capture is off. */
 VT_HIDDEN uint32_t vt_stack_here(void);
-VT_HIDDEN uint32_t vt_stack_count(void);
+/* Stacks interned; *not_interned (if given): those left out (the bound, or out of memory). */
+VT_HIDDEN uint32_t vt_stack_count(uint64_t *not_interned);
 /* Write interned stack `id` as the snapshot's site number `index` (names resolved now). */
 VT_HIDDEN void vt_stack_write_json(FILE *f, uint32_t id, uint32_t index);
 

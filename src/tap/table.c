@@ -25,7 +25,7 @@ static inline unsigned addr_hash(const void *key)
 }
 
 VT_HIDDEN vt_state_t vt_state;
-VT_HIDDEN int vt_hash_oom;
+VT_HIDDEN VT_TLS int vt_hash_oom;
 
 /* CUDA's code for out of memory, the same in the runtime and the driver. */
 #define CUDA_OUT_OF_MEMORY 2

@@ -7,10 +7,11 @@
 
 #include <stdint.h>
 
-/* The library must never exit the program: a failed hash expansion drops the entry instead. */
+/* The library must never exit the program: a failed hash expansion drops the entry instead.
+ * Set by the thread whose insertion failed, so per thread. */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (vt_hash_oom = 1)
-extern __attribute__((visibility("hidden"))) int vt_hash_oom;
+extern __thread __attribute__((visibility("hidden"), tls_model("initial-exec"))) int vt_hash_oom;
 #include <uthash.h>
 
 #include "tap.h"
