@@ -111,7 +111,8 @@ void vt_notice_init(void)
     say_changes();
 }
 
-void vt_notice_written(const char *path, int oom_n)
+/* Writers run on any thread, unlocked: the list is kept under the state lock. */
+static void note_written_locked(const char *path, int oom_n)
 {
     for (int i = 0; i < nfiles; i++)
         if (!strcmp(files[i].path, path))
@@ -122,6 +123,13 @@ void vt_notice_written(const char *path, int oom_n)
     }
     snprintf(files[nfiles].path, sizeof files[0].path, "%s", path);
     files[nfiles++].oom_n = oom_n;
+}
+
+void vt_notice_written(const char *path, int oom_n)
+{
+    vt_lock();
+    note_written_locked(path, oom_n);
+    vt_unlock();
 }
 
 /* The units the `vramtap` command prints. */
