@@ -26,6 +26,9 @@ import tarfile
 import tempfile
 import time
 
+# vramtap.<prog>.<host>[.r<rank>].<pid>.oom<N>[-<k>].json
+POSTMORTEM = re.compile(r"\.oom(\d+)(?:-\d+)?\.json$")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WORKLOAD = os.path.join(HERE, "workload.py")
@@ -355,9 +358,10 @@ def prepare_carry(python):
 
 
 def find_snapshots(out_dir):
-    snaps = sorted(f for f in glob.glob(os.path.join(out_dir, "vramtap.*.json")) if ".oom" not in f)
+    snaps = sorted(f for f in glob.glob(os.path.join(out_dir, "vramtap.*.json"))
+                   if not POSTMORTEM.search(f))
     ooms = sorted(glob.glob(os.path.join(out_dir, "vramtap.*.oom*.json")),
-                  key=lambda f: int(re.search(r"\.oom(\d+)\.json$", f).group(1)))
+                  key=lambda f: int(POSTMORTEM.search(f).group(1)))
     return snaps, ooms
 
 

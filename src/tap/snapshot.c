@@ -2,9 +2,8 @@
  * file needs (a frozen copy: devices, counters, timeline, out-of-memory events, the records of
  * the allocations it lists) and lets go; formatting, symbol names and the disk all happen with
  * no vramtap lock held, so an allocating thread waits for the copy only, never for the disk.
- * The file goes to a temporary name that is renamed into place, so a reader never sees half a
- * file. */
-#include <errno.h>
+ * The file is written to a new temporary file and put in place when complete (outfile.c), so
+ * a reader never sees half a file. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +11,11 @@
 #include <unistd.h>
 
 #include "json_out.h"
+#include "launcher.h"
 #include "locks.h"
 #include "modules.h"
 #include "notice.h"
+#include "outfile.h"
 #include "peak.h"
 #include "snapshot.h"
 #include "stacks.h"
@@ -288,30 +289,6 @@ static void write_env(FILE *f)
     fputs("},\n", f);
 }
 
-static void write_rank(FILE *f)
-{
-    static const char *const sources[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
-    static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID",
-                                        "OMPI_COMM_WORLD_LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
-        const char *v = getenv(sources[i]);
-        char *end;
-        long rank = v ? strtol(v, &end, 10) : -1;
-        if (!v || !*v || *end || rank < 0)
-            continue;
-        const char *l = getenv(local[i]);
-        long lrank = l && *l ? strtol(l, &end, 10) : -1;
-        fprintf(f, "\"rank\": {\"rank\": %ld, \"local_rank\": ", rank);
-        if (l && *l && !*end && lrank >= 0)
-            fprintf(f, "%ld", lrank);
-        else
-            fputs("null", f);
-        fprintf(f, ", \"source\": \"%s\"},\n", sources[i]);
-        return;
-    }
-    fputs("\"rank\": {\"rank\": null, \"local_rank\": null, \"source\": null},\n", f);
-}
-
 static void write_command(FILE *f)
 {
     size_t len;
@@ -458,11 +435,6 @@ static void write_modules(FILE *f)
     fputs("]", f);
 }
 
-static void oom_file_name(char *buf, size_t len, int n)
-{
-    snprintf(buf, len, "vramtap.%s.%d.oom%d.json", vt_cfg.prog, (int)getpid(), n);
-}
-
 static void write_oom_fields(FILE *f, const vt_oom *o, sitemap *sm)
 {
     fprintf(f,
@@ -482,8 +454,8 @@ static void write_ooms(FILE *f, const frozen *fz, sitemap *sm)
         write_oom_fields(f, o, sm);
         fprintf(f, ", \"retry_succeeded\": %s, \"file\": ", o->retry_succeeded ? "true" : "false");
         if (o->n <= vt_cfg.oom_max) {
-            char name[512];
-            oom_file_name(name, sizeof name, o->n);
+            char name[VT_OUTFILE_NAME_MAX];
+            vt_outfile_oom_name(name, sizeof name, o->n);
             vt_json_str(f, name);
         } else {
             fputs("null", f);
@@ -518,7 +490,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     write_command(f);
     fprintf(f, "\"start_unix\": %.6f, \"end_time_s\": %.6f,\n", vt_start_unix(),
             secs(fz->end_time));
-    write_rank(f);
+    vt_launcher_write_json(f);
     write_env(f);
     fprintf(f, "\"phase_markers\": %s, \"steps\": %u,\n", fz->markers ? "true" : "false", fz->step);
     fprintf(f, "\"stacks\": {\"native\": %s, \"python\": %s, \"depth\": %d},\n",
@@ -558,29 +530,19 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     free(sm.order);
 }
 
-/* The temporary file the document is written to before it is renamed to `path`: a name of
- * this thread's own, since two threads may write the same file (interim snapshots). */
-static FILE *open_output(const char *path, char *tmp, size_t len)
+/* oom_n: the post-mortem's number, 0 for the snapshot; wait: see vt_outfile_open. */
+static void write_file_frozen(int oom_n, int wait, const char *kind, const vt_oom *oom)
 {
-    snprintf(tmp, len, "%s.%d.tmp", path, (int)gettid());
-    return fopen(tmp, "we");
-}
-
-static void write_file_frozen(const char *name, const char *kind, const vt_oom *oom)
-{
-    char path[8192], tmp[8300];
-    snprintf(path, sizeof path, "%s/%s", vt_cfg.out_dir, name);
     frozen fz = {0};
     if (freeze(&fz, oom)) {
         thaw(&fz);
-        vt_warn_once("out of memory writing %s", path);
+        vt_warn_once("out of memory writing a snapshot in %s", vt_cfg.out_dir);
         return;
     }
-    FILE *f = open_output(path, tmp, sizeof tmp);
+    vt_outfile out;
+    FILE *f = vt_outfile_open(&out, oom_n, wait);
     if (!f) {
         thaw(&fz);
-        vt_warn_once("cannot write %s: %s (set VRAMTAP_OUT to a writable directory)", path,
-                     strerror(errno));
         return;
     }
     char *buf = malloc(1 << 16);
@@ -588,31 +550,23 @@ static void write_file_frozen(const char *name, const char *kind, const vt_oom *
         setvbuf(f, buf, _IOFBF, 1 << 16);
     write_doc(f, kind, oom, &fz);
     thaw(&fz);
-    int bad = ferror(f);
-    int closed = fclose(f);
+    int placed = vt_outfile_close(&out);
     free(buf);
-    if (closed || bad || rename(tmp, path)) {
-        vt_warn_once("cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return;
+    if (placed == 0) {
+        char path[sizeof vt_cfg.out_dir + VT_OUTFILE_NAME_MAX + 2];
+        snprintf(path, sizeof path, "%s/%s", vt_cfg.out_dir, out.name);
+        vt_notice_written(path, oom_n);
     }
-    vt_debug("wrote %s", path);
-    vt_notice_written(path, oom ? oom->n : 0);
 }
 
 /* A thread cancelled inside the write would leave the temporary file and, worse, whatever lock
  * stdio holds: cancellation waits until the file is done. */
-static void write_file(const char *name, const char *kind, const vt_oom *oom)
+static void write_file(int oom_n, int wait, const char *kind, const vt_oom *oom)
 {
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-    write_file_frozen(name, kind, oom);
+    write_file_frozen(oom_n, wait, kind, oom);
     pthread_setcancelstate(cancel, NULL);
-}
-
-static void exit_file_name(char *buf, size_t len)
-{
-    snprintf(buf, len, "vramtap.%s.%d.json", vt_cfg.prog, (int)getpid());
 }
 
 void vt_snapshot_write_exit(void)
@@ -622,9 +576,7 @@ void vt_snapshot_write_exit(void)
     vt_unlock();
     if (!made)
         return;
-    char name[512];
-    exit_file_name(name, sizeof name);
-    write_file(name, "exit", NULL);
+    write_file(0, 1, "exit", NULL);
 }
 
 void vt_snapshot_write_interim(void)
@@ -651,9 +603,7 @@ void vt_snapshot_write_interim(void)
     vt_unlock();
     if (!due)
         return;
-    char name[512];
-    exit_file_name(name, sizeof name);
-    write_file(name, "interim", NULL);
+    write_file(0, 0, "interim", NULL);
 }
 
 void vt_snapshot_write_oom(int n)
@@ -661,7 +611,5 @@ void vt_snapshot_write_oom(int n)
     vt_lock();
     vt_oom oom = vt_state.ooms[n - 1];
     vt_unlock();
-    char name[512];
-    oom_file_name(name, sizeof name, n);
-    write_file(name, "oom", &oom);
+    write_file(n, 1, "oom", &oom);
 }

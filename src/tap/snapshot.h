@@ -4,14 +4,15 @@
 
 #include "tap.h"
 
-/* vramtap.<prog>.<pid>.json, when the process made a device allocation. */
+/* vramtap.<prog>.<host>[.r<rank>].<pid>.json (outfile.h), when the process made a device
+ * allocation. */
 VT_HIDDEN void vt_snapshot_write_exit(void);
 /* At a step boundary: when a device's peak rose since the last file, the same file as at exit,
  * marked "interim" (the first three at once, then at most one per VRAMTAP_INTERIM_S). A job killed
  * by SIGTERM or SIGKILL (a time limit, torchrun tearing down its workers) never reaches exit; it
  * leaves this. */
 VT_HIDDEN void vt_snapshot_write_interim(void);
-/* vramtap.<prog>.<pid>.oom<n>.json for out-of-memory event n (1-based). */
+/* vramtap.<prog>.<host>[.r<rank>].<pid>.oom<n>.json for out-of-memory event n (1-based). */
 VT_HIDDEN void vt_snapshot_write_oom(int n);
 
 #endif

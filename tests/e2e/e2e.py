@@ -13,9 +13,13 @@ must find exactly that.
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+
+# vramtap.<prog>.<host>[.r<rank>].<pid>.oom<N>[-<k>].json
+POSTMORTEM = re.compile(r"\.oom(\d+)(?:-\d+)?\.json$")
 
 ENV = dict(os.environ)
 CLI = ENV["VT_CLI"]
@@ -68,7 +72,8 @@ def run_sim(args, extra_env=None, want_exit=0):
             want[w[2]] = int(w[3])
         elif w[:2] == ["EXPECT", "peak"]:
             want["peak"] = int(w[2])
-    snaps = [f for f in glob.glob(os.path.join(out, "vramtap.*.json")) if ".oom" not in f]
+    snaps = [f for f in glob.glob(os.path.join(out, "vramtap.*.json"))
+             if not POSTMORTEM.search(f)]
     return want, (snaps[0] if len(snaps) == 1 else None), out
 
 

@@ -11,10 +11,14 @@ Exit 0, 1 (a check failed) or 77 (skipped).
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+
+# vramtap.<prog>.<host>[.r<rank>].<pid>.oom<N>[-<k>].json
+POSTMORTEM = re.compile(r"\.oom(\d+)(?:-\d+)?\.json$")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "cases.py")
@@ -49,7 +53,8 @@ def run(python, case, helper, extra=None):
         if p.returncode != 0:
             fail("%s %s: exit %d\n%s%s" % (python, case, p.returncode, p.stdout, p.stderr))
             return None
-        snaps = [f for f in glob.glob(os.path.join(out, "vramtap.*.json")) if ".oom" not in f]
+        snaps = [f for f in glob.glob(os.path.join(out, "vramtap.*.json"))
+                 if not POSTMORTEM.search(f)]
         if len(snaps) != 1:
             fail("%s %s: %d snapshots in %s" % (python, case, len(snaps), out))
             return None

@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     printf("EXPECT peak 0 1048576\n");
     printf("EXPECT stderr ^vramtap: %d\n", said + unusable);
     printf("EXPECT stderr ^vramtap:.snapshot.written,.cuda:0.peak.1.00.MiB.in.forward.of.step.0%s;"
-           ".to.read.it:.vramtap.report./.*/vramtap\\.tap_notices\\.%d\\.json$ %d\n",
+           ".to.read.it:.vramtap.report./.*/vramtap\\.tap_notices\\.[^/]*\\.%d\\.json$ %d\n",
            unusable ? ".\\(VRAMTAP_OUT.was.unusable:.in.the.working.directory\\)" : "",
            (int)getpid(), said);
     printf("EXPECT stderr ^vramtap:.VRAMTAP_OUT=/nonexistent/out:.No.such.file.or.directory;"
