@@ -1,8 +1,9 @@
 # Sourced by scripts/test and scripts/demo: installs the Debian packages the build and the tests
-# need, when they are missing and we are root; otherwise names them and fails.
+# need (chromium: the browser tests of `vramtap view`), when they are missing and we are root;
+# otherwise names them and fails.
 vt_install_deps() {
     local debs=(gcc meson ninja-build pkg-config libunwind-dev uthash-dev libjansson-dev
-                zlib1g-dev python3 python3-torch clang-14 libclang-rt-14-dev)
+                zlib1g-dev python3 python3-torch clang-14 libclang-rt-14-dev chromium)
     local missing=() d
     for d in "${debs[@]}"; do
         dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q 'install ok installed' || missing+=("$d")

@@ -110,9 +110,7 @@ int vt_bill_build(vt_snapshot *snap, const vt_device *dev, size_t top_n, vt_bill
         const vt_alloc *a = &snap->allocs[i];
         if (a->device != dev->device)
             continue;
-        /* Native mode sees segments shared by every category: nothing to classify. */
-        vt_category c = bill->native ? VT_CAT_UNATTRIBUTED_PERSISTENT
-                                     : vt_classify(a, snap->phase_markers, snap->steps);
+        vt_category c = vt_category_of(snap, a, bill->native);
         size_t row = a->site < 0 ? snap->nsites : (size_t)a->site;
         bill->cat_bytes[c] += a->size;
         bill->cat_count[c]++;

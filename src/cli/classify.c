@@ -75,3 +75,10 @@ const char *vt_category_label(vt_category c)
 {
     return labels[c];
 }
+
+vt_category vt_category_of(const vt_snapshot *snap, const vt_alloc *a, bool native)
+{
+    /* Native mode sees segments shared by every category: nothing to classify. */
+    return native ? VT_CAT_UNATTRIBUTED_PERSISTENT
+                  : vt_classify(a, snap->phase_markers, snap->steps);
+}

@@ -8,5 +8,7 @@ int vt_cmd_run(int argc, char **argv);
 int vt_cmd_report(int argc, char **argv);
 int vt_cmd_diff(int argc, char **argv);
 int vt_cmd_import(int argc, char **argv);
+int vt_cmd_view(int argc, char **argv);
+int vt_cmd_export(int argc, char **argv);
 
 #endif

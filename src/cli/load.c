@@ -354,9 +354,24 @@ static int not_an_object(const vt_snapshot *s, vt_err *err)
 
 /* allocations and sites: their elements are parsed apart from the rest */
 typedef struct {
-    vt_member allocations, sites;
-    bool have_allocations, have_sites;
+    vt_member allocations, sites, hallocs, hevents;
+    bool have_allocations, have_sites, have_hallocs, have_hevents;
 } big_members;
+
+/* The member of big that holds key, or NULL when key is not a big one. */
+static vt_member *big_member(big_members *big, const char *key, bool **have)
+{
+    static const char *const keys[] = {"allocations", "sites", "history_allocations",
+                                       "history_events"};
+    vt_member *m[] = {&big->allocations, &big->sites, &big->hallocs, &big->hevents};
+    bool *h[] = {&big->have_allocations, &big->have_sites, &big->have_hallocs, &big->have_hevents};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(key, keys[i])) {
+            *have = h[i];
+            return m[i];
+        }
+    return NULL;
+}
 
 static int collect_members(vt_snapshot *s, big_members *big, vt_err *err)
 {
@@ -375,14 +390,14 @@ static int collect_members(vt_snapshot *s, big_members *big, vt_err *err)
             break;
         }
         const char *k = json_string_value(key);
-        bool is_alloc = !strcmp(k, "allocations"), is_sites = !strcmp(k, "sites");
-        if (json_object_get(s->root, k) || (is_alloc && big->have_allocations) ||
-            (is_sites && big->have_sites)) {
+        bool *have = NULL;
+        vt_member *bm = big_member(big, k, &have);
+        if (json_object_get(s->root, k) || (bm && *have)) {
             vt_err_set(err, "%s: the key \"%.60s\" appears twice", s->path, k);
             r = -1;
-        } else if (is_alloc || is_sites) {
-            *(is_alloc ? &big->allocations : &big->sites) = members[i];
-            *(is_alloc ? &big->have_allocations : &big->have_sites) = true;
+        } else if (bm) {
+            *bm = members[i];
+            *have = true;
             members[i].elems = NULL;
         } else {
             json_t *v = parse_piece(s, members[i].value, err);
@@ -621,6 +636,8 @@ typedef struct {
     const vt_snapshot *s;
     const vt_piece *spans;
     const int16_t *device_index; /* ordinal -> index in devices, -1 when not listed */
+    vt_alloc *out;
+    const char *key;
 } alloc_ctx;
 
 static vt_alloc_kind kind_of(const char *k)
@@ -639,7 +656,10 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     json_t *death;
     if (!json_is_object(o))
         return wrong(err, "", "an object", o);
-    if (get_bytes(o, "size", REQUIRED, &size, err) ||
+    if (get_int(o, "id", 0, VT_MAX_COUNT, NULLABLE, &a->id, err) ||
+        get_int(o, "birth_seq", 0, VT_MAX_COUNT, NULLABLE, &a->birth_seq, err) ||
+        get_int(o, "death_seq", 0, VT_MAX_COUNT, NULLABLE, &a->death_seq, err) ||
+        get_bytes(o, "size", REQUIRED, &size, err) ||
         get_int(o, "device", 0, VT_MAX_DEVICE, REQUIRED, &device, err) ||
         get_str(o, "kind", REQUIRED, &kind, err) || get_site(o, c->s, &site, err) ||
         get_moment(o, "birth", c->s->steps, &a->birth, err) ||
@@ -672,9 +692,9 @@ static int parse_alloc(void *ctx, size_t i, vt_err *err)
     json_t *o = parse_piece(c->s, c->spans[i], err);
     if (!o)
         return -1;
-    int r = alloc_fields(c, o, &c->s->allocs[i], err);
+    int r = alloc_fields(c, o, &c->out[i], err);
     json_decref(o);
-    return r ? fail_at(c->s, err, "allocations[%zu]", i) : 0;
+    return r ? fail_at(c->s, err, "%s[%zu]", c->key, i) : 0;
 }
 
 /* --- work over many elements, on every CPU ---------------------------------------------- */
@@ -745,6 +765,14 @@ static int want_array(const vt_snapshot *s, const char *key, const vt_member *m,
     return -1;
 }
 
+/* ordinal -> index in devices, -1 when not listed */
+static void device_indexes(const vt_snapshot *s, int16_t index[VT_MAX_DEVICE + 1])
+{
+    memset(index, 0xff, (VT_MAX_DEVICE + 1) * sizeof *index);
+    for (size_t d = 0; d < s->ndevices; d++)
+        index[s->devices[d].device] = (int16_t)d;
+}
+
 static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
 {
     const vt_piece *spans = m->elems;
@@ -752,16 +780,14 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
     if (want_array(s, "allocations", m, err))
         return -1;
     int16_t device_index[VT_MAX_DEVICE + 1];
-    memset(device_index, 0xff, sizeof device_index);
-    for (size_t d = 0; d < s->ndevices; d++)
-        device_index[s->devices[d].device] = (int16_t)d;
-    alloc_ctx c = {s, spans, device_index};
+    device_indexes(s, device_index);
     s->nallocs = n;
     s->allocs = malloc((n ? n : 1) * sizeof *s->allocs);
     if (!s->allocs) {
         vt_err_set(err, "%s: out of memory for %zu allocations", s->path, n);
         return -1;
     }
+    alloc_ctx c = {s, spans, device_index, s->allocs, "allocations"};
 
     if (parallel_for(n, parse_alloc, &c, err))
         return -1;
@@ -885,6 +911,185 @@ int vt_site_load(vt_snapshot *s, size_t i, vt_err *err)
     return 0;
 }
 
+/* --- the allocation history ------------------------------------------------------------- */
+
+static int load_window(const vt_snapshot *s, json_t *o, size_t nevents, vt_window *w, vt_err *err)
+{
+    static const char *const reasons[] = {"first_steps", "peak_step", "trace"};
+    const char *reason;
+    int64_t first, n;
+    json_t *devices;
+    if (!json_is_object(o))
+        return wrong(err, "", "an object", o);
+    if (get_str(o, "reason", REQUIRED, &reason, err) ||
+        get_time(o, "start_s", REQUIRED, &w->start_s, err) ||
+        get_time(o, "end_s", REQUIRED, &w->end_s, err) ||
+        get_int(o, "start_seq", 0, VT_MAX_COUNT, REQUIRED, &w->start_seq, err) ||
+        get_int(o, "first_event", 0, (int64_t)nevents, REQUIRED, &first, err) ||
+        get_int(o, "events", 0, (int64_t)nevents - first, REQUIRED, &n, err) ||
+        get_bool(o, "truncated", &w->truncated, err) ||
+        get_container(o, "devices", JSON_ARRAY, REQUIRED, &devices, err))
+        return -1;
+    w->reason = VT_WIN_TRACE + 1;
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (!strcmp(reason, reasons[i]))
+            w->reason = (vt_window_reason)i;
+    if (w->reason > VT_WIN_TRACE) {
+        vt_err_set(err, "reason: \"%.40s\" is not first_steps, peak_step or trace", reason);
+        return -1;
+    }
+    size_t nd = json_array_size(devices), k = 0;
+    for (size_t i = 0; i < nd; i++) {
+        json_t *d = json_array_get(devices, i);
+        if (!json_is_integer(d) || !vt_snapshot_device(s, (int)json_integer_value(d))) {
+            vt_err_set(err, "devices[%zu]: not a device of devices[]", i);
+            return -1;
+        }
+        if (k + 1 < sizeof w->devices / sizeof w->devices[0])
+            w->devices[k++] = (int)json_integer_value(d);
+    }
+    w->devices[k] = -1;
+    w->first = (size_t)first;
+    w->n = (size_t)n;
+    return 0;
+}
+
+typedef struct {
+    const vt_snapshot *s;
+    const vt_piece *spans;
+    int64_t *ids;
+} hevent_ctx;
+
+/* [time_s, allocation id, bytes]: bytes > 0 allocates, < 0 frees */
+static int parse_hevent(void *ctx, size_t i, vt_err *err)
+{
+    const hevent_ctx *c = ctx;
+    json_t *o = parse_piece(c->s, c->spans[i], err);
+    if (!o)
+        return -1;
+    json_t *t = json_array_get(o, 0), *id = json_array_get(o, 1), *b = json_array_get(o, 2);
+    int r = -1;
+    if (!json_is_array(o) || json_array_size(o) != 3 || !json_is_number(t) ||
+        !json_is_integer(id) || !json_is_integer(b))
+        vt_err_set(err, "expected [time_s, allocation id, bytes]");
+    else if (!(json_number_value(t) >= 0 && json_number_value(t) <= VT_MAX_TIME_S))
+        vt_err_set(err, "%g is not a plausible time in seconds", json_number_value(t));
+    else if (json_integer_value(b) == 0 || json_integer_value(b) > VT_MAX_BYTES ||
+             json_integer_value(b) < -VT_MAX_BYTES)
+        vt_err_set(err, "%lld is not a plausible number of bytes",
+                   (long long)json_integer_value(b));
+    else {
+        c->s->hevents[i].t = json_number_value(t);
+        c->s->hevents[i].bytes = json_integer_value(b);
+        c->ids[i] = json_integer_value(id);
+        r = 0;
+    }
+    json_decref(o);
+    return r ? fail_at(c->s, err, "history_events[%zu]", i) : 0;
+}
+
+static int by_id(const void *pa, const void *pb)
+{
+    const vt_alloc *a = *(const vt_alloc *const *)pa, *b = *(const vt_alloc *const *)pb;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Points each event at its allocation, which must exist and have the event's size. */
+static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
+{
+    size_t n = 0;
+    s->hallocs = malloc((s->nallocs + s->nhextra + 1) * sizeof *s->hallocs);
+    if (!s->hallocs) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    for (size_t i = 0; i < s->nallocs; i++)
+        if (s->allocs[i].id >= 0)
+            s->hallocs[n++] = &s->allocs[i];
+    for (size_t i = 0; i < s->nhextra; i++)
+        s->hallocs[n++] = &s->hextra[i];
+    qsort(s->hallocs, n, sizeof *s->hallocs, by_id);
+    for (size_t i = 1; i < n; i++)
+        if (s->hallocs[i]->id == s->hallocs[i - 1]->id) {
+            vt_err_set(err, "%s: allocation id %lld appears twice", s->path,
+                       (long long)s->hallocs[i]->id);
+            return -1;
+        }
+    s->nhallocs = n;
+    for (size_t i = 0; i < s->nhevents; i++) {
+        vt_alloc key = {.id = ids[i]};
+        const vt_alloc *kp = &key;
+        const vt_alloc **hit = bsearch(&kp, s->hallocs, n, sizeof *s->hallocs, by_id);
+        int64_t b = s->hevents[i].bytes;
+        if (!hit) {
+            vt_err_set(err,
+                       "%s: history_events[%zu]: allocation id %lld is in neither allocations "
+                       "nor history_allocations",
+                       s->path, i, (long long)ids[i]);
+            return -1;
+        }
+        if ((b < 0 ? -b : b) != (*hit)->size) {
+            vt_err_set(err, "%s: history_events[%zu]: %lld bytes, but allocation %lld has %lld",
+                       s->path, i, (long long)b, (long long)ids[i], (long long)(*hit)->size);
+            return -1;
+        }
+        s->hevents[i].alloc = (uint32_t)(hit - s->hallocs);
+    }
+    return 0;
+}
+
+static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
+{
+    json_t *h, *windows;
+    if (get_container(s->root, "history", JSON_OBJECT, NULLABLE, &h, err))
+        return fail_file(s, err);
+    if (!h)
+        return 0;
+    if (!big->have_hallocs || !big->have_hevents) {
+        vt_err_set(err, "%s: %s: missing (expected an array)", s->path,
+                   big->have_hallocs ? "history_events" : "history_allocations");
+        return -1;
+    }
+    if (want_array(s, "history_allocations", &big->hallocs, err) ||
+        want_array(s, "history_events", &big->hevents, err))
+        return -1;
+    size_t nev = big->hevents.nelems, nextra = big->hallocs.nelems;
+    if (nev > UINT32_MAX || nextra > UINT32_MAX / 2) {
+        vt_err_set(err, "%s: history_events: more than %u events", s->path, UINT32_MAX);
+        return -1;
+    }
+    if (get_int(h, "steps", 0, VT_MAX_COUNT, NULLABLE, &s->history_steps, err) ||
+        get_int(h, "max_events", 0, VT_MAX_COUNT, NULLABLE, &s->history_max_events, err) ||
+        get_int(h, "dropped", 0, VT_MAX_COUNT, REQUIRED, &s->history_dropped, err) ||
+        get_container(h, "windows", JSON_ARRAY, REQUIRED, &windows, err))
+        return fail_at(s, err, "history");
+    s->nwindows = json_array_size(windows);
+    s->windows = calloc(s->nwindows + 1, sizeof *s->windows);
+    s->hevents = malloc((nev + 1) * sizeof *s->hevents);
+    s->hextra = malloc((nextra + 1) * sizeof *s->hextra);
+    int64_t *ids = malloc((nev + 1) * sizeof *ids);
+    if (!s->windows || !s->hevents || !s->hextra || !ids) {
+        free(ids);
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    s->nhevents = nev;
+    s->nhextra = nextra;
+    for (size_t i = 0; i < s->nwindows; i++)
+        if (load_window(s, json_array_get(windows, i), nev, &s->windows[i], err)) {
+            free(ids);
+            return fail_at(s, err, "history.windows[%zu]", i);
+        }
+    int16_t device_index[VT_MAX_DEVICE + 1];
+    device_indexes(s, device_index);
+    alloc_ctx ac = {s, big->hallocs.elems, device_index, s->hextra, "history_allocations"};
+    hevent_ctx ec = {s, big->hevents.elems, ids};
+    int r = parallel_for(nextra, parse_alloc, &ac, err) ||
+            parallel_for(nev, parse_hevent, &ec, err) || resolve_hevents(s, ids, err);
+    free(ids);
+    return r ? -1 : 0;
+}
+
 /* --- the whole snapshot ----------------------------------------------------------------- */
 
 static void forget_phases(vt_snapshot *s)
@@ -893,6 +1098,8 @@ static void forget_phases(vt_snapshot *s)
         s->devices[i].peak_phase = VT_NOPHASE;
     for (size_t i = 0; i < s->nallocs; i++)
         s->allocs[i].birth.phase = s->allocs[i].death.phase = VT_NOPHASE;
+    for (size_t i = 0; i < s->nhextra; i++)
+        s->hextra[i].birth.phase = s->hextra[i].death.phase = VT_NOPHASE;
     for (size_t i = 0; i < s->noom_events; i++)
         s->oom_events[i].phase = VT_NOPHASE;
     s->oom.phase = VT_NOPHASE;
@@ -919,7 +1126,7 @@ int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
         goto done;
     }
     if (index_sites(s, &big.sites, err) || load_allocations(s, &big.allocations, err) ||
-        load_ooms(s, err))
+        load_ooms(s, err) || load_history(s, &big, err))
         goto done;
     if (!s->phase_markers)
         forget_phases(s);
@@ -927,6 +1134,8 @@ int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
 done:
     free(big.sites.elems);
     free(big.allocations.elems);
+    free(big.hallocs.elems);
+    free(big.hevents.elems);
     if (r)
         vt_snapshot_free(s);
     return r;
@@ -940,6 +1149,10 @@ void vt_snapshot_free(vt_snapshot *s)
     }
     free(s->sites);
     free(s->allocs);
+    free(s->windows);
+    free(s->hevents);
+    free(s->hallocs);
+    free(s->hextra);
     free(s->devices);
     free(s->oom_events);
     free(s->argv);

@@ -12,6 +12,8 @@ static const struct {
     {"report", vt_cmd_report, "the memory bill at the peak, or an out-of-memory post-mortem"},
     {"diff", vt_cmd_diff, "compare two snapshots"},
     {"import", vt_cmd_import, "turn a PyTorch profiler trace or memory snapshot into a snapshot"},
+    {"view", vt_cmd_view, "a snapshot as one HTML page: memory over time, flame graph, bill"},
+    {"export", vt_cmd_export, "a snapshot as a Perfetto / chrome://tracing trace (--perfetto)"},
 };
 
 static void usage(FILE *out)

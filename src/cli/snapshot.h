@@ -49,9 +49,11 @@ typedef enum {
 } vt_alloc_kind;
 
 typedef struct {
+    int64_t id;
     int64_t size;
-    vt_moment birth, death; /* death is meaningful only when !alive_at_end */
-    int32_t site;           /* index into sites, -1 when stacks were off */
+    int64_t birth_seq, death_seq; /* event numbers; death_seq -1 when alive at the end */
+    vt_moment birth, death;       /* death is meaningful only when !alive_at_end */
+    int32_t site;                 /* index into sites, -1 when stacks were off */
     int32_t device;
     uint8_t kind; /* vt_alloc_kind */
     bool alive_at_end;
@@ -109,6 +111,25 @@ typedef struct {
 
 typedef enum { VT_SNAP_EXIT, VT_SNAP_OOM, VT_SNAP_IMPORT, VT_SNAP_INTERIM } vt_snap_kind;
 
+/* The allocation history (docs/snapshot-format.md, `history`): every allocation and free in a
+ * few windows of the run. */
+typedef enum { VT_WIN_FIRST_STEPS, VT_WIN_PEAK_STEP, VT_WIN_TRACE } vt_window_reason;
+
+typedef struct {
+    vt_window_reason reason;
+    double start_s, end_s;
+    int64_t start_seq; /* allocations born before it and not dead were live at its start */
+    size_t first, n;   /* its events: history.events[first .. first + n) */
+    bool truncated;    /* the event cap cut it short: end_s is the last event kept */
+    int devices[8];    /* the devices whose whole live set it knows: -1 ends the list */
+} vt_window;
+
+typedef struct {
+    double t;
+    int64_t bytes;  /* > 0 allocation, < 0 free */
+    uint32_t alloc; /* index into vt_snapshot.hallocs: the allocation it allocates or frees */
+} vt_hevent;
+
 typedef struct {
     char *path;
     char *buf; /* the file; sites point into it */
@@ -137,6 +158,18 @@ typedef struct {
     size_t noom_events;
     bool has_oom;
     vt_oom oom;
+    /* history: absent when the file has none (nwindows 0) */
+    int64_t history_steps, history_max_events, history_dropped;
+    vt_window *windows;
+    size_t nwindows;
+    vt_hevent *hevents;
+    size_t nhevents;
+    /* every allocation a history event names: those of allocations[] and of
+     * history_allocations[] (pointers into allocs and hextra) */
+    const vt_alloc **hallocs;
+    size_t nhallocs;
+    vt_alloc *hextra;
+    size_t nhextra;
 } vt_snapshot;
 
 /* Reads and validates PATH. On failure returns -1 with the reason in err (naming the file),
@@ -163,6 +196,9 @@ typedef enum {
 } vt_category;
 
 vt_category vt_classify(const vt_alloc *a, bool phase_markers, int64_t final_steps);
+/* The category the report gives a: vt_classify, or in native mode (segments shared by every
+ * category) unattributed. */
+vt_category vt_category_of(const vt_snapshot *snap, const vt_alloc *a, bool native);
 /* key as in --json ("optimizer_state"), label for people ("optimizer state") */
 const char *vt_category_key(vt_category c);
 const char *vt_category_label(vt_category c);
@@ -202,6 +238,45 @@ void vt_bill_free(vt_bill *bill);
  * earlier one in the table). */
 vt_category vt_bill_dominant(const vt_bill *bill);
 bool vt_snapshot_native(const vt_snapshot *snap);
+
+/* --- history.c: live bytes over time, by category --------------------------------------- */
+
+/* The live bytes of each category just after an event (or at a window's start). */
+typedef struct {
+    double t;
+    int64_t cat[VT_NCATS];
+} vt_point;
+
+int64_t vt_point_total(const vt_point *p);
+
+/* One device through one history window. Points are real moments, never interpolated: when
+ * the window holds more events than max_points allows, each run of events keeps its lowest,
+ * highest and last moments, so every extremum stays exact. */
+typedef struct {
+    const vt_window *win;
+    int device;
+    /* the window knows the device's whole live set: start figures and totals are exact */
+    bool exact;
+    size_t nevents; /* the device's events in the window */
+    vt_point *pts;  /* pts[0] is the window's start */
+    size_t npts;
+    size_t peak_pt; /* the first point holding the window's most bytes */
+} vt_series;
+
+int vt_series_build(const vt_snapshot *snap, const vt_window *win, int device, bool native,
+                    size_t max_points, vt_series *out, vt_err *err);
+void vt_series_free(vt_series *s);
+
+/* One phase instance of the per-phase timeline (top-level `timeline`). */
+typedef struct {
+    int64_t instance, step;
+    vt_phase phase;
+    double start_s, end_s;                  /* end_s NAN while open at the end */
+    int64_t live_start, live_end, live_max; /* of the device asked for; -1 unknown */
+} vt_tl_span;
+
+/* The timeline's instances for one device; *n 0 when the file has none. */
+int vt_timeline_load(const vt_snapshot *snap, int device, vt_tl_span **out, size_t *n, vt_err *err);
 
 /* --- units.c, term.c: text output -------------------------------------------------------- */
 

@@ -14,6 +14,8 @@
 #include "import.h"
 
 #define TIMELINE_STEPS 64
+/* the library's default cap on history events */
+#define VT_HISTORY_MAX_EVENTS 1000000
 
 /* jansson's setters take the new value's reference even on failure, so building can go on
  * and one check at the end catches running out of memory. */
@@ -63,6 +65,7 @@ static json_t *moment(builder *b, const vt_when *w)
 typedef struct {
     builder b;
     const vt_replay *rp;
+    int64_t *ids;      /* per allocation of the replay: its id, in birth order */
     int32_t *site_map; /* trace site -> output index, -1 not yet used */
     int32_t *site_order;
     size_t nsites_out;
@@ -145,10 +148,74 @@ static int cmp_birth(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-static json_t *allocations_json(writer *w)
+static json_t *alloc_json(writer *w, const vt_ialloc *a)
 {
     const vt_replay *rp = w->rp;
     const vt_trace *tr = rp->tr;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    set(&w->b, o, "id", json_integer(w->ids[a - rp->allocs]));
+    set(&w->b, o, "device", json_integer(a->device));
+    set(&w->b, o, "size", json_integer(a->size));
+    set(&w->b, o, "address", address(a->addr));
+    set(&w->b, o, "api", json_string("pytorch"));
+    set(&w->b, o, "kind", json_string("device"));
+    set(&w->b, o, "birth_time_s", json_real(ev_time(rp, a->birth)));
+    set(&w->b, o, "death_time_s",
+        a->death == VT_NONE ? json_null() : json_real(ev_time(rp, a->death)));
+    set(&w->b, o, "birth_seq", json_integer(a->birth == VT_NONE ? 0 : (json_int_t)a->birth + 1));
+    set(&w->b, o, "death_seq", int_or_null((int64_t)a->death + 1, a->death != VT_NONE));
+    vt_when before = w->before;
+    before.phase = a->birth_phase;
+    set(&w->b, o, "birth", moment(&w->b, a->birth == VT_NONE ? &before : &rp->when[a->birth]));
+    set(&w->b, o, "death", a->death == VT_NONE ? json_null() : moment(&w->b, &rp->when[a->death]));
+    set(&w->b, o, "site", site_ref(w, a->site));
+    set(&w->b, o, "before_window", json_boolean(a->before_window));
+    if (a->before_window)
+        set(&w->b, o, "birth_phase_from",
+            a->birth_from == VT_BIRTH_FROM_STACK  ? json_string("allocation_stack")
+            : a->birth_from == VT_BIRTH_FROM_FREE ? json_string("freeing_phase")
+                                                  : json_null());
+    if (tr->ncategories)
+        set(&w->b, o, "pytorch_category",
+            json_string(a->category < tr->ncategories ? tr->category_names[a->category]
+                                                      : "unknown"));
+    return o;
+}
+
+static bool live_at_its_peak(const vt_replay *rp, const vt_ialloc *a)
+{
+    for (size_t d = 0; d < rp->ndevs; d++)
+        if (rp->devs[d].device == a->device)
+            return vt_ialloc_live_at(a, rp->devs[d].peak_ev);
+    return false;
+}
+
+/* Ids in birth order for every allocation of the replay: allocations[] and the history name
+ * them alike. */
+static int number_allocations(writer *w)
+{
+    const vt_replay *rp = w->rp;
+    const vt_ialloc **order = malloc((rp->nallocs + 1) * sizeof *order);
+    w->ids = malloc((rp->nallocs + 1) * sizeof *w->ids);
+    if (!order || !w->ids) {
+        free(order);
+        return -1;
+    }
+    for (size_t j = 0; j < rp->nallocs; j++)
+        order[j] = &rp->allocs[j];
+    qsort(order, rp->nallocs, sizeof *order, cmp_birth);
+    for (size_t i = 0; i < rp->nallocs; i++)
+        w->ids[order[i] - rp->allocs] = (int64_t)i;
+    free(order);
+    return 0;
+}
+
+/* Every allocation live at its device's peak, in birth order (ids ascend). */
+static json_t *allocations_json(writer *w)
+{
+    const vt_replay *rp = w->rp;
     const vt_ialloc **live = malloc((rp->nallocs + 1) * sizeof *live);
     json_t *arr = json_array();
     if (!live || !arr) {
@@ -157,48 +224,84 @@ static json_t *allocations_json(writer *w)
         return NULL;
     }
     size_t n = 0;
-    for (size_t d = 0; d < rp->ndevs; d++)
-        for (size_t j = 0; j < rp->nallocs; j++)
-            if (rp->allocs[j].device == rp->devs[d].device &&
-                vt_ialloc_live_at(&rp->allocs[j], rp->devs[d].peak_ev))
-                live[n++] = &rp->allocs[j];
+    for (size_t j = 0; j < rp->nallocs; j++)
+        if (live_at_its_peak(rp, &rp->allocs[j]))
+            live[n++] = &rp->allocs[j];
     qsort(live, n, sizeof *live, cmp_birth);
-    for (size_t i = 0; i < n && !w->b.failed; i++) {
-        const vt_ialloc *a = live[i];
-        json_t *o = append(&w->b, arr, json_object());
-        if (!o)
-            break;
-        set(&w->b, o, "id", json_integer((json_int_t)i));
-        set(&w->b, o, "device", json_integer(a->device));
-        set(&w->b, o, "size", json_integer(a->size));
-        set(&w->b, o, "address", address(a->addr));
-        set(&w->b, o, "api", json_string("pytorch"));
-        set(&w->b, o, "kind", json_string("device"));
-        set(&w->b, o, "birth_time_s", json_real(ev_time(rp, a->birth)));
-        set(&w->b, o, "death_time_s",
-            a->death == VT_NONE ? json_null() : json_real(ev_time(rp, a->death)));
-        set(&w->b, o, "birth_seq",
-            json_integer(a->birth == VT_NONE ? 0 : (json_int_t)a->birth + 1));
-        set(&w->b, o, "death_seq", int_or_null((int64_t)a->death + 1, a->death != VT_NONE));
-        vt_when before = w->before;
-        before.phase = a->birth_phase;
-        set(&w->b, o, "birth", moment(&w->b, a->birth == VT_NONE ? &before : &rp->when[a->birth]));
-        set(&w->b, o, "death",
-            a->death == VT_NONE ? json_null() : moment(&w->b, &rp->when[a->death]));
-        set(&w->b, o, "site", site_ref(w, a->site));
-        set(&w->b, o, "before_window", json_boolean(a->before_window));
-        if (a->before_window)
-            set(&w->b, o, "birth_phase_from",
-                a->birth_from == VT_BIRTH_FROM_STACK  ? json_string("allocation_stack")
-                : a->birth_from == VT_BIRTH_FROM_FREE ? json_string("freeing_phase")
-                                                      : json_null());
-        if (tr->ncategories)
-            set(&w->b, o, "pytorch_category",
-                json_string(a->category < tr->ncategories ? tr->category_names[a->category]
-                                                          : "unknown"));
-    }
+    for (size_t i = 0; i < n && !w->b.failed; i++)
+        append(&w->b, arr, alloc_json(w, live[i]));
     free(live);
     return arr;
+}
+
+/* The whole trace is one history window: every allocation and free, up to the cap. */
+typedef struct {
+    size_t ev;
+    const vt_ialloc *a;
+} hist_event;
+
+static int by_event(const void *pa, const void *pb)
+{
+    const hist_event *a = pa, *b = pb;
+    return (a->ev > b->ev) - (a->ev < b->ev);
+}
+
+static void history_json(writer *w, json_t *root)
+{
+    const vt_replay *rp = w->rp;
+    builder *b = &w->b;
+    hist_event *ev = malloc((2 * rp->nallocs + 1) * sizeof *ev);
+    bool *listed = calloc(rp->nallocs + 1, sizeof *listed);
+    json_t *h = set(b, root, "history", json_object());
+    json_t *extra = set(b, root, "history_allocations", json_array());
+    json_t *events = set(b, root, "history_events", json_array());
+    if (!ev || !listed || !h || !extra || !events) {
+        free(ev);
+        free(listed);
+        b->failed = true;
+        return;
+    }
+    size_t n = 0;
+    for (size_t j = 0; j < rp->nallocs; j++) {
+        const vt_ialloc *a = &rp->allocs[j];
+        if (a->birth != VT_NONE)
+            ev[n++] = (hist_event){a->birth, a};
+        if (a->death != VT_NONE)
+            ev[n++] = (hist_event){a->death, a};
+    }
+    qsort(ev, n, sizeof *ev, by_event);
+    size_t kept = n < VT_HISTORY_MAX_EVENTS ? n : VT_HISTORY_MAX_EVENTS;
+    for (size_t i = 0; i < kept && !b->failed; i++) {
+        const vt_ialloc *a = ev[i].a;
+        json_t *e = append(b, events, json_array());
+        if (!e)
+            break;
+        append(b, e, json_real(rp->tr->ev[ev[i].ev].t));
+        append(b, e, json_integer(w->ids[a - rp->allocs]));
+        append(b, e, json_integer(ev[i].ev == a->birth ? a->size : -a->size));
+        if (!listed[a - rp->allocs] && !live_at_its_peak(rp, a))
+            append(b, extra, alloc_json(w, a));
+        listed[a - rp->allocs] = true;
+    }
+    set(b, h, "steps", json_null());
+    set(b, h, "max_events", json_integer(VT_HISTORY_MAX_EVENTS));
+    set(b, h, "dropped", json_integer((json_int_t)(n - kept)));
+    json_t *wins = set(b, h, "windows", json_array());
+    json_t *win = wins ? append(b, wins, json_object()) : NULL;
+    json_t *devs = win ? set(b, win, "devices", json_array()) : NULL;
+    for (size_t d = 0; devs && d < rp->ndevs; d++)
+        append(b, devs, json_integer(rp->devs[d].device));
+    if (win) {
+        set(b, win, "reason", json_string("trace"));
+        set(b, win, "start_s", json_real(rp->tr->nev ? rp->tr->ev[0].t : 0.0));
+        set(b, win, "end_s", json_real(kept ? rp->tr->ev[ev[kept - 1].ev].t : 0.0));
+        set(b, win, "start_seq", json_integer(1));
+        set(b, win, "first_event", json_integer(0));
+        set(b, win, "events", json_integer((json_int_t)kept));
+        set(b, win, "truncated", json_boolean(kept < n));
+    }
+    free(ev);
+    free(listed);
 }
 
 static json_t *devices_json(writer *w)
@@ -478,6 +581,7 @@ static json_t *build(writer *w)
     set(b, root, "timeline_summary", summary);
     set(b, root, "oom_events", ooms_json(w));
     /* last: the allocations and out-of-memory events above choose which sites appear */
+    history_json(w, root);
     set(b, root, "sites", sites_json(w));
     set(b, root, "import", import_json(w));
     return root;
@@ -537,6 +641,12 @@ int vt_snapshot_write(const vt_replay *rp, const char *path, vt_err *err)
         return -1;
     }
     memset(w.site_map, 0xff, (tr->sites.nsites + 1) * sizeof *w.site_map);
+    if (number_allocations(&w)) {
+        free(w.site_map);
+        free(w.site_order);
+        vt_err_set(err, "out of memory");
+        return -1;
+    }
     /* allocations from before the window: setup as far as the window can tell, in the step it
      * began with */
     w.before = (vt_when){.phase = VT_SETUP, .step = tr->nev ? rp->when[0].step : 0};
@@ -551,5 +661,6 @@ int vt_snapshot_write(const vt_replay *rp, const char *path, vt_err *err)
     json_decref(root);
     free(w.site_map);
     free(w.site_order);
+    free(w.ids);
     return rc;
 }

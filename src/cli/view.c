@@ -1,0 +1,27 @@
+/* `vramtap view`: a snapshot as one self-contained HTML page. */
+#include "cli.h"
+#include "pictures.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vramtap view [-o FILE.html] SNAPSHOT\n"
+            "\n"
+            "Writes one HTML page (no network access, open it in any browser) that draws, per\n"
+            "device: live bytes over time stacked by category with phases, steps and the peak\n"
+            "marked, from the snapshot's allocation history, and the per-phase timeline where\n"
+            "there is no history; the bill and top sites at the peak; the bytes live at the\n"
+            "peak by stack as a flame graph; out-of-memory post-mortems.\n"
+            "\n"
+            "options:\n"
+            "  -o FILE   where to write the page ('-': standard output; default: the snapshot's\n"
+            "            name with .html instead of .json, in the working directory)\n"
+            "\n"
+            "Exit status: 0, or 2 for bad usage, an unreadable snapshot or an unwritable page.\n");
+}
+
+int vt_cmd_view(int argc, char **argv)
+{
+    static const vt_picture_verb verb = {"view", ".html", NULL, usage, vt_render_html};
+    return vt_picture_command(argc, argv, &verb);
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""`vramtap view` and `vramtap export --perfetto` on the simulated training run, its
+post-mortem, and imports of the committed Kineto and pickle fixtures; and a history of a million
+events. Every figure is checked exactly against an independent replay of the snapshot's history
+and against `vramtap report --json`.
+
+    check_pictures.py sim | postmortem | imports | big"""
+import json
+import os
+import random
+import sys
+
+from common import (CATS, check, cli, expect, finish, imported, load, page_data, replay,
+                    report, report_categories, simulated, tmpdir)
+
+MAX_POINTS = 3000
+ALLOWED_PH = {"M", "C", "X", "i"}
+
+
+def check_view(snap_path, html):
+    snap, data, rep = load(snap_path), page_data(html), report(snap_path)
+    where = os.path.basename(snap_path)
+    replays = replay(snap)
+    expect([d["device"] for d in data["devices"]], [d["device"] for d in snap["devices"]],
+           where + ": devices drawn")
+    for dev in data["devices"]:
+        d = dev["device"]
+        sdev = next(x for x in snap["devices"] if x["device"] == d)
+        rdev = next(x for x in rep["devices"] if x["device"] == d)
+        expect(dev["bill"], report_categories(rdev), "%s cuda:%d: the page's bill" % (where, d))
+        expect(sum(dev["bill"]), rdev["live_bytes"], "%s cuda:%d: bill total" % (where, d))
+        expect(dev["flame"]["value"], rdev["live_bytes"], "%s cuda:%d: flame root" % (where, d))
+        expect(dev["flame"]["cats"], dev["bill"], "%s cuda:%d: flame root by category" % (where, d))
+        for k, w in enumerate(dev["windows"]):
+            states = replays[k].get(d)
+            check(len(w["t"]) <= MAX_POINTS and all(len(c) == len(w["t"]) for c in w["cats"]),
+                  "%s cuda:%d window %d: %d points" % (where, d, k, len(w["t"])))
+            if not w["exact"]:
+                check(states is None, "%s cuda:%d: a window that knows the device is inexact"
+                      % (where, d))
+                continue
+            totals = [sum(c[i] for c in w["cats"]) for i in range(len(w["t"]))]
+            known = set(states)
+            bad = [(t, v) for t, v in zip(w["t"], totals) if (t, v) not in known]
+            expect(bad[:3], [], "%s cuda:%d window %d: points that are no real moment"
+                   % (where, d, k))
+            live = [v for _, v in states]
+            expect((min(totals), max(totals)), (min(live), max(live)),
+                   "%s cuda:%d window %d: lowest and highest" % (where, d, k))
+            expect(w["events"], len(states) - 1, "%s cuda:%d window %d: events" % (where, d, k))
+            if w["start_s"] <= sdev["peak_time_s"] <= w["end_s"] and snap["kind"] != "oom":
+                i = totals.index(max(totals))
+                expect((w["t"][i], totals[i]), (sdev["peak_time_s"], sdev["peak_bytes"]),
+                       "%s cuda:%d: the drawn peak" % (where, d))
+                expect([c[i] for c in w["cats"]], dev["bill"],
+                       "%s cuda:%d: categories at the drawn peak" % (where, d))
+    return snap, data
+
+
+def check_perfetto(snap_path, path):
+    snap, rep = load(snap_path), report(snap_path)
+    where = os.path.basename(path)
+    doc = load(path)
+    events = doc["traceEvents"]
+    check(isinstance(events, list) and events, where + ": traceEvents")
+    for e in events:
+        ok = (isinstance(e.get("name"), str) and e.get("ph") in ALLOWED_PH and
+              isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int))
+        if e.get("ph") != "M":
+            ok = ok and isinstance(e.get("ts"), (int, float)) and e["ts"] >= 0
+        if e.get("ph") == "X":
+            ok = ok and isinstance(e.get("dur"), (int, float)) and e["dur"] >= 0
+        if e.get("ph") == "C":
+            ok = ok and isinstance(e.get("args"), dict) and all(
+                isinstance(v, int) and v >= 0 for v in e["args"].values())
+        if e.get("ph") == "i":
+            ok = ok and e.get("s") in ("g", "p", "t")
+        if not ok:
+            failures_add = "%s: not a valid trace event: %r" % (where, e)
+            check(False, failures_add)
+            break
+    for sdev in snap["devices"]:
+        d = sdev["device"]
+        rdev = next(x for x in rep["devices"] if x["device"] == d)
+        at = (snap["oom"]["time_s"] if snap["kind"] == "oom" else sdev["peak_time_s"]) * 1e6
+        counters = [e for e in events if e["ph"] == "C" and e["name"] == "cuda:%d live bytes" % d
+                    and e["ts"] == at]
+        check(counters, "%s cuda:%d: no counter at the peak's timestamp" % (where, d))
+        if counters:
+            args = counters[-1]["args"]
+            want = report_categories(rdev)
+            expect(sum(args.values()), rdev["live_bytes"],
+                   "%s cuda:%d: counters at the peak add up to" % (where, d))
+            if snap["kind"] != "oom":
+                expect(sum(args.values()), sdev["peak_bytes"],
+                       "%s cuda:%d: counters at the peak = peak bytes" % (where, d))
+            if rdev["view"] == "tensors":
+                expect([args.get(k, 0) for k in CATS], want,
+                       "%s cuda:%d: counters at the peak by category" % (where, d))
+        peaks = [e for e in events if e["ph"] == "i" and e["name"] == "cuda:%d peak" % d]
+        if snap["kind"] != "oom":
+            expect([(e["ts"], e["args"]["peak_bytes"]) for e in peaks],
+                   [(sdev["peak_time_s"] * 1e6, sdev["peak_bytes"])],
+                   "%s cuda:%d: the peak's instant event" % (where, d))
+    phases = [e for e in events if e["ph"] == "X" and e["tid"] == 1]
+    expect(len(phases), len(snap["timeline"]), where + ": one slice per phase instance")
+    ooms = [e for e in events if e["ph"] == "i" and e["name"].endswith("out of memory")]
+    want_ooms = len(snap["oom_events"]) or (1 if snap["kind"] == "oom" else 0)
+    expect(len(ooms), want_ooms, where + ": out-of-memory instants")
+
+
+def pictures(snap_path, out):
+    base = os.path.join(out, os.path.basename(snap_path))
+    cli("view", snap_path, "-o", base + ".html")
+    cli("export", "--perfetto", snap_path, "-o", base + ".trace.json")
+    check_perfetto(snap_path, base + ".trace.json")
+    return check_view(snap_path, base + ".html")
+
+
+def case_sim():
+    out = tmpdir()
+    snaps = simulated(out)
+    expect(len(snaps), 1, "snapshots of the simulated run")
+    for s in snaps:
+        pictures(s, out)
+
+
+def case_postmortem():
+    out = tmpdir()
+    snaps = simulated(out, ("--batch", "4"), {"STANDIN_CAPACITY": str(40 << 20)}, want_exit=1)
+    pm = [s for s in snaps if ".oom" in s]
+    expect(len(pm), 1, "post-mortems")
+    for s in pm:
+        _, data = pictures(s, out)
+        expect(data["report"]["oom"]["size"], 4 << 20, "the page's failed request")
+
+
+def case_imports():
+    out = tmpdir()
+    for f in ["synthetic.pt.trace.json", "kineto_2021.pt.trace.json", "inference.pt.trace.json.gz",
+              "synthetic.pickle", "forward_backward.pickle.gz", "memory_timeline.raw.json"]:
+        snap, _ = pictures(imported(f, out), out)
+        expect(len(snap["history"]["windows"]), 1, f + ": one history window, the trace")
+
+
+def case_big(nevents=100000):
+    """Many events (a million with --events 1000000; fewer by default to keep the suite
+    quick: the page's size depends on the points drawn, not on the events): the page stays
+    under 10 MB and draws at most MAX_POINTS points per series, keeping the highest moment
+    exactly."""
+    out = tmpdir()
+    rng = random.Random(13)
+    allocs, events, live, t = [], [], {}, 0.0
+    nid = 0
+    for _ in range(nevents):
+        t += 1e-5
+        if live and (len(live) > 400 or rng.random() < 0.5):
+            i = rng.choice(list(live)) if len(live) < 50 else next(iter(live))
+            events.append([round(t, 6), i, -live.pop(i)])
+        else:
+            size = rng.randrange(1, 1 << 20)
+            live[nid] = size
+            allocs.append({"id": nid, "device": 0, "size": size, "address": None, "api": "cudaMalloc",
+                           "kind": "device", "birth_time_s": round(t, 6), "birth_seq": nid * 2 + 1,
+                           "birth": {"phase": "forward", "step": 0, "instance": 1}, "site": None})
+            events.append([round(t, 6), nid, size])
+            nid += 1
+    frees = {e[1]: e for e in events if e[2] < 0}
+    for a in allocs:
+        f = frees.get(a["id"])
+        a["death_seq"] = a["birth_seq"] + 1 if f else None
+        a["death_time_s"] = f[0] if f else None
+        a["death"] = {"phase": "forward", "step": 0, "instance": 1} if f else None
+    running, best, best_t = 0, 0, 0.0
+    for e in events:
+        running += e[2]
+        if running > best:
+            best, best_t = running, e[0]
+    alive = [a for a in allocs if a["death"] is None]
+    snap = {"format": "vramtap-snapshot", "version": 1, "kind": "exit", "prog": "big", "pid": 1,
+            "end_time_s": t, "phase_markers": True, "steps": 0, "command": None, "rank": None,
+            "counters": {"dropped": 0, "unknown_frees": 0},
+            "devices": [{"device": 0, "name": None, "total_bytes": None, "peak_bytes": sum(a["size"] for a in alive),
+                         "peak_time_s": t, "peak_phase": "forward", "peak_step": 0,
+                         "used_at_peak_bytes": None, "reserved": None}],
+            "allocations": alive, "sites": [], "timeline": [], "oom_events": [],
+            "history": {"steps": None, "max_events": 1000000, "dropped": 0,
+                        "windows": [{"reason": "trace", "devices": [0], "start_s": 0.0, "end_s": t,
+                                     "start_seq": 1, "first_event": 0, "events": len(events),
+                                     "truncated": False}]},
+            "history_allocations": [a for a in allocs if a["death"] is not None],
+            "history_events": events}
+    path = os.path.join(out, "big.json")
+    with open(path, "w") as f:
+        json.dump(snap, f)
+    html = os.path.join(out, "big.html")
+    cli("view", path, "-o", html)
+    size = os.path.getsize(html)
+    check(size < 10 << 20, "a million-event page is %d bytes" % size)
+    data = page_data(html)
+    w = data["devices"][0]["windows"][0]
+    totals = [sum(c[i] for c in w["cats"]) for i in range(len(w["t"]))]
+    check(1000 <= len(totals) <= MAX_POINTS, "%d points drawn" % len(totals))
+    expect(max(totals), best, "the highest moment of a million events")
+    expect(w["t"][totals.index(max(totals))], best_t, "when it was")
+    expect(w["events"], len(events), "events in the window")
+    print("big: %d events, page %d bytes, %d points" % (len(events), size, len(totals)))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:3] == ["big", "--events"]:
+        case_big(int(sys.argv[3]))
+    else:
+        globals()["case_" + sys.argv[1]]()
+    finish()
