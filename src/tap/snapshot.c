@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "freeze.h"
 #include "json_out.h"
 #include "launcher.h"
 #include "locks.h"
@@ -30,36 +31,6 @@ typedef struct {
     uint32_t *order; /* index in the file -> interned id */
     uint32_t n, cap;
 } sitemap;
-
-/* One allocation as the file shows it. */
-typedef struct {
-    uint64_t id, size;
-    uintptr_t address;
-    vt_mark birth, death;
-    uint32_t site;
-    int16_t device;
-    uint8_t api, kind, dead;
-} frozen_rec;
-
-/* What a file needs, copied under the state lock. */
-typedef struct {
-    uint64_t end_time;
-    int markers;
-    uint32_t step;
-    vt_counters c;
-    uint64_t host_peak, host_peak_time, host_live, host_allocs;
-    vt_device *dev; /* the devices used, in ordinal order */
-    int *ordinal;
-    int ndev;
-    vt_span *spans;
-    size_t nspans;
-    uint64_t folded_instances, folded_live_max[VT_MAX_DEVICES];
-    uint32_t folded_first_step, folded_last_step;
-    vt_oom ooms[VT_MAX_OOMS];
-    int nooms;
-    frozen_rec *recs;
-    size_t nrecs, caprecs;
-} frozen;
 
 /* Times in a file are converted with one time base, taken when the file is begun; each writing
  * thread has its own. */
@@ -116,130 +87,6 @@ static void write_rec(FILE *f, const frozen_rec *r, int *first, sitemap *sm)
     fputs(", \"site\": ", f);
     site_ref(f, sm, r->site);
     fputc('}', f);
-}
-
-static int freeze_rec(frozen *fz, const vt_rec *r)
-{
-    if (fz->nrecs == fz->caprecs)
-        return 0;
-    fz->recs[fz->nrecs++] = (frozen_rec){.id = r->id,
-                                         .size = r->size,
-                                         .address = r->address,
-                                         .birth = r->birth,
-                                         .death = r->death,
-                                         .site = r->site,
-                                         .device = r->device,
-                                         .api = r->api,
-                                         .kind = r->kind,
-                                         .dead = r->dead};
-    return 1;
-}
-
-/* Exit: the live set at each device's peak. Post-mortem: what is live on the failing device.
- * Called with the state lock held; returns 0 when the records did not fit in fz->caprecs. */
-static int freeze_records(frozen *fz, const vt_oom *oom)
-{
-    fz->nrecs = 0;
-    vt_rec *tables[] = {vt_state.live, vt_state.vmm};
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-        for (vt_rec *r = tables[t]; r; r = r->hh.next) {
-            if (vt_table_anchor(r) || !(oom ? r->device == oom->device : vt_peak_holds(r)))
-                continue;
-            if (!freeze_rec(fz, r))
-                return 0;
-        }
-    }
-    for (int d = 0; !oom && d < VT_MAX_DEVICES; d++) {
-        for (vt_rec *r = vt_state.dev[d].dead_head; r; r = r->next) {
-            if (!freeze_rec(fz, r))
-                return 0;
-        }
-    }
-    return 1;
-}
-
-/* At most the number of records a file can list: every record on the books. */
-static size_t records_bound(void)
-{
-    size_t n = HASH_COUNT(vt_state.live) + HASH_COUNT(vt_state.vmm);
-    for (int d = 0; d < VT_MAX_DEVICES; d++)
-        n += vt_state.dev[d].ndead;
-    return n;
-}
-
-/* Allocated and touched before the lock is taken, so that the copy under it is a copy and
- * not a page fault per record. */
-static int reserve(frozen *fz, size_t nrecs, size_t nspans)
-{
-    free(fz->recs);
-    free(fz->spans);
-    fz->caprecs = nrecs + nrecs / 8 + 64;
-    fz->recs = malloc(fz->caprecs * sizeof *fz->recs);
-    fz->spans = malloc((nspans + 8) * sizeof *fz->spans);
-    fz->dev = fz->dev ? fz->dev : malloc(VT_MAX_DEVICES * sizeof *fz->dev);
-    fz->ordinal = fz->ordinal ? fz->ordinal : malloc(VT_MAX_DEVICES * sizeof *fz->ordinal);
-    if (!fz->recs || !fz->spans || !fz->dev || !fz->ordinal)
-        return -1;
-    memset(fz->recs, 0, fz->caprecs * sizeof *fz->recs);
-    return 0;
-}
-
-static void thaw(frozen *fz)
-{
-    free(fz->recs);
-    free(fz->spans);
-    free(fz->dev);
-    free(fz->ordinal);
-}
-
-/* The copy itself, with the state lock held; 0 when something outgrew what reserve() made
- * room for (the caller makes more and tries again). */
-static int freeze_locked(frozen *fz, const vt_oom *oom, size_t capspans)
-{
-    if (vt_state.nspans > capspans || !freeze_records(fz, oom))
-        return 0;
-    fz->end_time = vt_clock();
-    fz->markers = vt_state.markers;
-    fz->step = vt_state.step;
-    fz->c = vt_state.c;
-    fz->host_peak = vt_state.hostmem.peak;
-    fz->host_peak_time = vt_state.hostmem.peak_time;
-    fz->host_live = vt_state.hostmem.live;
-    fz->host_allocs = vt_state.hostmem.allocs;
-    fz->ndev = 0;
-    for (int d = 0; d < VT_MAX_DEVICES; d++) {
-        if (!vt_state.dev[d].used)
-            continue;
-        fz->ordinal[fz->ndev] = d;
-        fz->dev[fz->ndev++] = vt_state.dev[d];
-    }
-    fz->nspans = vt_state.nspans;
-    if (fz->nspans)
-        memcpy(fz->spans, vt_state.spans, fz->nspans * sizeof *fz->spans);
-    fz->folded_instances = vt_state.folded.instances;
-    fz->folded_first_step = vt_state.folded.first_step;
-    fz->folded_last_step = vt_state.folded.last_step;
-    memcpy(fz->folded_live_max, vt_state.folded.live_max, sizeof fz->folded_live_max);
-    fz->nooms = vt_state.nooms;
-    memcpy(fz->ooms, vt_state.ooms, (size_t)fz->nooms * sizeof *fz->ooms);
-    return 1;
-}
-
-static int freeze(frozen *fz, const vt_oom *oom)
-{
-    for (int attempt = 0; attempt < 8; attempt++) {
-        vt_lock();
-        size_t nrecs = records_bound(), nspans = vt_state.nspans;
-        vt_unlock();
-        if (reserve(fz, nrecs, nspans))
-            return -1;
-        vt_lock();
-        int done = freeze_locked(fz, oom, nspans + 8);
-        vt_unlock();
-        if (done)
-            return 0;
-    }
-    return -1;
 }
 
 static void write_allocations(FILE *f, const frozen *fz, sitemap *sm)
@@ -534,22 +381,22 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
 static void write_file_frozen(int oom_n, int wait, const char *kind, const vt_oom *oom)
 {
     frozen fz = {0};
-    if (freeze(&fz, oom)) {
-        thaw(&fz);
+    if (vt_freeze(&fz, oom)) {
+        vt_thaw(&fz);
         vt_warn_once("out of memory writing a snapshot in %s", vt_cfg.out_dir);
         return;
     }
     vt_outfile out;
     FILE *f = vt_outfile_open(&out, oom_n, wait);
     if (!f) {
-        thaw(&fz);
+        vt_thaw(&fz);
         return;
     }
     char *buf = malloc(1 << 16);
     if (buf)
         setvbuf(f, buf, _IOFBF, 1 << 16);
     write_doc(f, kind, oom, &fz);
-    thaw(&fz);
+    vt_thaw(&fz);
     int placed = vt_outfile_close(&out);
     free(buf);
     if (placed == 0) {

@@ -48,6 +48,7 @@ typedef struct vt_rec {
     uint8_t api, kind;
     uint8_t dead;
     int32_t refs, maps; /* VMM: handle references and live mappings */
+    uint32_t copied;    /* the writer's mark: the copy (freeze.c) that holds it already */
 } vt_rec;
 
 #define VT_NO_SITE UINT32_MAX
@@ -149,6 +150,8 @@ typedef struct {
     vt_oom ooms[VT_MAX_OOMS];
     int nooms;
     int made_device_alloc;
+    int freezing;        /* a copy in steps is under way (freeze.c) */
+    uint32_t freeze_gen; /* the number of the latest */
 } vt_state_t;
 
 extern VT_HIDDEN vt_state_t vt_state;

@@ -1,0 +1,44 @@
+/* The frozen copy a snapshot file is written from: under the state lock, what the file needs
+ * and nothing more; afterwards the writer formats it with no lock held (locks.h). */
+#ifndef VT_FREEZE_H
+#define VT_FREEZE_H
+
+#include "table.h"
+
+/* One allocation as the file shows it. */
+typedef struct {
+    uint64_t id, size;
+    uintptr_t address;
+    vt_mark birth, death;
+    uint32_t site;
+    int16_t device;
+    uint8_t api, kind, dead;
+} frozen_rec;
+
+/* What a file needs, copied under the state lock. */
+typedef struct {
+    uint64_t end_time;
+    int markers;
+    uint32_t step;
+    vt_counters c;
+    uint64_t host_peak, host_peak_time, host_live, host_allocs;
+    vt_device *dev; /* the devices used, in ordinal order */
+    int *ordinal;
+    int ndev;
+    vt_span *spans;
+    size_t nspans;
+    uint64_t folded_instances, folded_live_max[VT_MAX_DEVICES];
+    uint32_t folded_first_step, folded_last_step;
+    vt_oom ooms[VT_MAX_OOMS];
+    int nooms;
+    frozen_rec *recs;
+    size_t nrecs, caprecs;
+} frozen;
+
+/* Copies the books: for an exit or interim file (oom NULL) the allocations live at each
+ * device's peak, for a post-mortem those live on the failing device. 0, or -1 when memory ran
+ * out. */
+VT_HIDDEN int vt_freeze(frozen *fz, const vt_oom *oom);
+VT_HIDDEN void vt_thaw(frozen *fz);
+
+#endif

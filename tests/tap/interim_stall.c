@@ -1,0 +1,107 @@
+/* An interim snapshot of 1M live allocations, written at a step mark, while one thread dlopens
+ * and dlcloses a library whose constructor allocates (the loader's lock held across the
+ * allocation) and another allocates and frees. The write must complete, and must not make the
+ * allocating thread wait: its longest allocate+free pair is at most 10% of the write's time
+ * (a ratio of two times measured in the same run, so a slow machine slows both).
+ * usage: tap_interim_stall CTOR_LIB; prints the counts the snapshot must show. */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "check.h"
+#include "vramtap.h"
+
+#define LIVE 1000000
+
+static atomic_int writing = 1;
+static const char *lib;
+static long dlopens, pairs;
+static double max_wait;
+
+/* Both threads pause between rounds: what is measured is the wait for vramtap, not two cores
+ * shared by three busy threads. */
+static void pause_a_little(void)
+{
+    struct timespec t = {0, 200000};
+    nanosleep(&t, NULL);
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void *loader(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&writing)) {
+        void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            return (void *)1;
+        dlclose(h);
+        dlopens++;
+        pause_a_little();
+    }
+    return NULL;
+}
+
+static int pair(void)
+{
+    void *p;
+    if (cudaMalloc(&p, 512) != cudaSuccess)
+        return 1;
+    return cudaFree(p) != cudaSuccess;
+}
+
+static void *allocator(void *arg)
+{
+    (void)arg;
+    if (pair()) /* the first interns its stack */
+        return (void *)1;
+    while (atomic_load(&writing)) {
+        double t0 = now();
+        if (pair())
+            return (void *)1;
+        double w = now() - t0;
+        max_wait = w > max_wait ? w : max_wait;
+        pairs++;
+        pause_a_little();
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    lib = argv[1];
+    for (int i = 0; i < LIVE; i++) {
+        void *p;
+        if (cudaMalloc(&p, 256) != cudaSuccess) {
+            fprintf(stderr, "allocation %d failed\n", i);
+            return 1;
+        }
+    }
+    pthread_t th[2];
+    CHECK_EQ_INT(pthread_create(&th[0], NULL, loader, NULL), 0);
+    CHECK_EQ_INT(pthread_create(&th[1], NULL, allocator, NULL), 0);
+    double t0 = now();
+    vramtap_step_mark(); /* the peak rose: an interim snapshot, written now on this thread */
+    double write = now() - t0;
+    atomic_store(&writing, 0);
+    for (int t = 0; t < 2; t++) {
+        void *rc;
+        pthread_join(th[t], &rc);
+        CHECK(rc == NULL);
+    }
+    fprintf(stderr, "write %.3f s, %ld pairs meanwhile, longest %.6f s (%.1f%%), %ld dlopens\n",
+            write, pairs, max_wait, 100 * max_wait / write, dlopens);
+    CHECK(pairs > 0);
+    CHECK(max_wait <= 0.1 * write);
+    printf("allocs %ld\nfrees %ld\n", LIVE + dlopens + 1 + pairs, dlopens + 1 + pairs);
+    return CHECK_DONE();
+}

@@ -1,0 +1,46 @@
+"""Runs tap_interim_stall (see interim_stall.c) under the library: it must finish, its own
+checks must pass, and the snapshot's counters must be the program's counts. The interim file
+and the exit file are both written (VRAMTAP_DEBUG says so); only the head of the exit file,
+where the counters are, is read: the file lists a million allocations.
+
+usage: interim_stall.py PROGRAM CTOR_LIB
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+prog, lib = sys.argv[1:]
+out = tempfile.mkdtemp(prefix="vt-stall-")
+env = dict(os.environ, LD_PRELOAD=os.environ["VT_PRELOAD"], VRAMTAP_OUT=out, VRAMTAP_DEBUG="1",
+           LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
+failures = []
+try:
+    p = subprocess.run([prog, lib], env=env, capture_output=True, text=True, timeout=1200)
+except subprocess.TimeoutExpired:
+    sys.exit("FAIL: did not finish in 1200 s (deadlock)")
+print(p.stderr.splitlines()[-1] if p.stderr else "")
+if p.returncode != 0:
+    failures.append("exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
+else:
+    want = dict((k, int(v)) for k, v in (l.split() for l in p.stdout.splitlines()))
+    snaps = glob.glob(os.path.join(out, "vramtap.*.json"))
+    wrote = [l for l in p.stderr.splitlines() if re.search(r"vramtap: wrote .*\.json$", l)]
+    if len(snaps) != 1 or len(wrote) != 2:
+        failures.append("%d snapshots, %d written (interim and exit expected)" % (len(snaps),
+                                                                                   len(wrote)))
+    else:
+        with open(snaps[0]) as f:
+            head = f.read(1 << 16)
+        counters = json.loads(re.search(r'"counters": (\{[^}]*\})', head).group(1))
+        for k, v in want.items():
+            if counters[k] != v:
+                failures.append("counter %s: %d, expected %d" % (k, counters[k], v))
+        if '"kind": "exit"' not in head:
+            failures.append("the last file written is not the exit snapshot")
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)
