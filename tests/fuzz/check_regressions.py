@@ -23,6 +23,7 @@ def one(name, path, tmp, env=None):
         check(p.returncode == 2, f"{name}: import exit {p.returncode}, expected 2: {p.stderr!r}")
         check(len(lines) == 1 and lines[0].startswith("vramtap import: "),
               f"{name}: stderr is not one 'vramtap import:' line: {p.stderr!r}")
+        check(not p.stderr.rstrip().endswith(":"), f"{name}: the line does not say why")
         check(not os.path.exists(out), f"{name}: a refused input left {out}")
         return
     if check(p.returncode == 0, f"{name}: import exit {p.returncode}: {p.stderr!r}"):

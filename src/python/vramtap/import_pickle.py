@@ -18,6 +18,7 @@ library only; a bad file gets one line on stderr and exit status 2.
 
 import gzip
 import json
+import math
 import pickle
 import sys
 import zlib
@@ -71,12 +72,13 @@ def load(path):
             raise BadFile(f"damaged pickle: {e}") from None
         except (pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
                 AttributeError, MemoryError, OverflowError, RecursionError) as e:
-            raise BadFile(f"damaged pickle: {e}") from None
+            # a MemoryError (a length field of exabytes) says nothing by itself
+            raise BadFile(f"damaged pickle: {str(e) or type(e).__name__}") from None
 
 
 def is_python(frame):
-    fn = frame.get("filename") or ""
-    return fn.endswith(".py") or fn.startswith("<")
+    fn = frame.get("filename")
+    return isinstance(fn, str) and (fn.endswith(".py") or fn.startswith("<"))
 
 
 class Sites:
@@ -117,6 +119,11 @@ def int_or(v, default):
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
+def finite(v):
+    """A time the records can carry: JSON has no NaN or infinity."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def need_int(v, what):
     if not isinstance(v, int) or isinstance(v, bool):
         raise BadFile(f"{what} is not an integer")
@@ -146,7 +153,7 @@ def convert(snap, out):
                 raise BadFile(f"device_traces[{dev}][{i}] is not a dict")
             action = e.get("action")
             t = e.get("time_us")
-            if not isinstance(t, (int, float)) or isinstance(t, bool):
+            if not finite(t):
                 have_time = False
                 t = i
             size = int_or(e.get("size"), 0)
@@ -195,8 +202,9 @@ def convert(snap, out):
                 out({"type": "block", "d": dev, "a": baddr, "b": requested or size, "s": s})
 
     open_spans = {}
-    for a in snap.get("external_annotations", []) or []:
-        if not isinstance(a, dict) or not isinstance(a.get("time_us"), (int, float)):
+    annotations = snap.get("external_annotations")
+    for a in annotations if isinstance(annotations, list) else []:
+        if not isinstance(a, dict) or not finite(a.get("time_us")):
             continue
         name = str(a.get("name", ""))
         kind = ("optimizer" if name.startswith("Optimizer.step#")
@@ -224,6 +232,17 @@ def convert(snap, out):
     out({"type": "end"})
 
 
+def check_int64(v):
+    """The command reads the records' integers as 64-bit ones."""
+    if isinstance(v, dict):
+        v = list(v.values())
+    if isinstance(v, list):
+        for x in v:
+            check_int64(x)
+    elif isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
+        raise BadFile(f"{v} does not fit in 64 bits: not a plausible size, address or time")
+
+
 def main(argv):
     if len(argv) != 2:
         print("usage: import_pickle.py FILE", file=sys.stderr)
@@ -232,6 +251,7 @@ def main(argv):
     write = sys.stdout.write
 
     def out(record):
+        check_int64(record)
         write(json.dumps(record, separators=(",", ":")) + "\n")
 
     try:
@@ -241,6 +261,10 @@ def main(argv):
         print(f"vramtap import: {path}: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:
+        return 2
+    except Exception as e:  # noqa: BLE001  any other shape of data convert() did not foresee
+        print(f"vramtap import: {path}: not a PyTorch memory snapshot this reader understands "
+              f"({type(e).__name__}: {e})".replace("\n", " "), file=sys.stderr)
         return 2
     return 0
 
