@@ -443,6 +443,10 @@ def section_versions(ctx):
         r = ctx.runner.run("nvidia-smi", [smi, "--query-gpu=name,memory.total,driver_version,"
                                           "pci.bus_id", "--format=csv,noheader"], timeout=60)
         v["nvidia_smi"] = r["tail"] if r["rc"] == 0 else "not available (%s)" % r["rc"]
+        r = ctx.runner.run("nvidia-smi-ids", [smi, "--query-gpu=uuid,pci.bus_id",
+                                              "--format=csv,noheader"], timeout=60)
+        v["gpu_ids"] = ([[x.strip() for x in l.split(",")] for l in open(r["log"]).read()
+                         .splitlines() if l.startswith("GPU-")] if r["rc"] == 0 else None)
         r = ctx.runner.run("nvidia-smi-full", [smi], timeout=60)
         m = re.search(r"CUDA Version:\s*([\d.]+)", r["tail"] + open(r["log"]).read())
         v["driver_cuda_version"] = m.group(1) if m else None
@@ -788,10 +792,58 @@ def check_training_run(ctx, sec, label, name, got, native, expandable=False):
                    "seen by the program: %s" % (mode.get("reason"), res.get("env_alloc_conf")))
     ctx.checks.add(sec, "%s: phases marked, steps counted" % label, [True, res["steps"]],
                    [snap.get("phase_markers"), snap.get("steps")])
+    if name == "tensor-fp32":
+        check_device_ids(ctx, sec, label, res, snap)
     if native:
         check_native(ctx, sec, label, res, snap, rep, dev, expandable)
     else:
         check_tensor(ctx, sec, label, name, res, snap, rep, dev)
+
+
+def norm_uuid(u):
+    """The 32 hex digits of a UUID, whatever its spelling ("GPU-" prefix, case, dashes)."""
+    if not isinstance(u, str):
+        return u
+    h = re.sub(r"[^0-9a-f]", "", u.lower().replace("gpu-", "", 1))
+    return h if len(h) == 32 else u
+
+
+def norm_bus(b):
+    """domain:bus:device.function as numbers: nvidia-smi writes 8 domain digits, the driver 4,
+    and the case of the hex digits differs between tools."""
+    m = re.fullmatch(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)", b or "")
+    return "%04x:%02x:%02x.%x" % tuple(int(x, 16) for x in m.groups()) if m else b
+
+
+def check_device_ids(ctx, sec, label, res, snap):
+    """Which GPU ran: device 0's UUID and PCI bus id in the snapshot, against the driver the
+    program itself asked, PyTorch's device properties and nvidia-smi's list of the machine's
+    GPUs (where the program's device 0 is found by its UUID, whatever CUDA_VISIBLE_DEVICES)."""
+    d0 = next((d for d in snap.get("devices", []) if d["device"] == 0), {})
+    got = [norm_uuid(d0.get("uuid")), norm_bus(d0.get("pci_bus_id"))]
+    env = res.get("environment") or {}
+    sources = [("the driver's (cuDeviceGetUuid_v2, cuDeviceGetPCIBusId from the program)",
+                env.get("driver_ids"))]
+    if ctx.dry:
+        ctx.checks.skip(sec, "%s: device 0's UUID and PCI bus id vs PyTorch and nvidia-smi"
+                        % label, "dry run: no CUDA in PyTorch, no nvidia-smi")
+    else:
+        sources.append(("PyTorch's (get_device_properties(0): uuid, pci_domain_id, pci_bus_id, "
+                        "pci_device_id)", env.get("torch_ids")))
+        smi = ctx.raw.get("versions", {}).get("gpu_ids")
+        row = next((r for r in smi or [] if norm_uuid(r[0]) == got[0]), None)
+        sources.append(("nvidia-smi's (--query-gpu=uuid,pci.bus_id)",
+                        {"uuid": row[0], "pci_bus_id": row[1]} if row else
+                        {"not_available": "no GPU with this UUID in %s" % smi}))
+    for what, ids in sources:
+        if not ids or "not_available" in ids:
+            ctx.checks.add(sec, "%s: device 0's UUID and PCI bus id vs %s" % (label, what), None,
+                           got, kind="info", status="not available",
+                           note=(ids or {}).get("not_available", "not recorded"))
+            continue
+        ctx.checks.add(sec, "%s: device 0's UUID and PCI bus id vs %s" % (label, what),
+                       [norm_uuid(ids["uuid"]), norm_bus(ids["pci_bus_id"])], got,
+                       note="snapshot: %s, %s" % (d0.get("uuid"), d0.get("pci_bus_id")))
 
 
 def check_tensor(ctx, sec, label, name, res, snap, rep, dev):

@@ -177,6 +177,7 @@ class Mirror:
     def __init__(self, lib, mode):
         self.device = torch.device("cpu")
         self.mode = mode
+        self.lib = lib
         rt = self.rt = ctypes.CDLL(lib)
         vp, sz = ctypes.c_void_p, ctypes.c_size_t
         rt.cudaMallocAsync.argtypes = [ctypes.POINTER(vp), sz, vp]
@@ -348,10 +349,39 @@ def guard(fn):
                                              if str(e) else "")}
 
 
+def driver_ids(libcuda):
+    """Device 0's UUID and PCI bus id as the driver gives them (cuDeviceGetUuid_v2,
+    cuDeviceGetPCIBusId), read through ctypes: the same driver and ordinal PyTorch uses."""
+    cu = ctypes.CDLL(libcuda)
+    dev, uuid, bus = ctypes.c_int(), ctypes.create_string_buffer(16), ctypes.create_string_buffer(64)
+    for call in (lambda: cu.cuInit(0), lambda: cu.cuDeviceGet(ctypes.byref(dev), 0),
+                 lambda: cu.cuDeviceGetUuid_v2(uuid, dev),
+                 lambda: cu.cuDeviceGetPCIBusId(bus, 64, dev)):
+        rc = call()
+        if rc:
+            raise RuntimeError("driver call failed with %d" % rc)
+    h = uuid.raw.hex()
+    return {"uuid": "GPU-%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:]),
+            "pci_bus_id": bus.value.decode()}
+
+
+def torch_ids():
+    """Device 0's UUID and PCI address as PyTorch reports them (torch 2.x properties)."""
+    props = torch.cuda.get_device_properties(0)
+    return {"uuid": str(props.uuid),
+            "pci_bus_id": "%04x:%02x:%02x.0" % (props.pci_domain_id, props.pci_bus_id,
+                                                props.pci_device_id)}
+
+
 def environment(backend):
     env = {"torch": torch.__version__, "python": platform.python_version(),
            "torch_cuda": getattr(torch.version, "cuda", None)}
+    # The dry run's driver is the stand-in, next to the mirror's runtime.
+    env["driver_ids"] = guard(lambda: driver_ids(
+        os.path.join(os.path.dirname(backend.lib), "libcuda.so.1") if backend.dry
+        else "libcuda.so.1"))
     if not backend.dry:
+        env["torch_ids"] = guard(torch_ids)
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, gpu_total_bytes=props.total_memory,
                    capability="%d.%d" % (props.major, props.minor),

@@ -18,6 +18,7 @@
 #define FORMAT_NAME "vramtap-snapshot"
 #define FORMAT_VERSION 1
 #define MAX_PID INT32_MAX
+#define MAX_WORLD (1 << 20) /* processes in a job: the report lists the ranks missing */
 /* Below this many allocations threads cost more than they save. */
 #define PARALLEL_MIN 8192
 #define MAX_THREADS 8
@@ -462,7 +463,7 @@ static int check_format(vt_snapshot *s, vt_err *err)
 
 static int load_process(vt_snapshot *s, vt_err *err)
 {
-    json_t *r = s->root, *command, *rank, *modes, *counters, *host, *pytorch = NULL;
+    json_t *r = s->root, *command, *rank, *launcher, *modes, *counters, *host, *pytorch = NULL;
     if (get_bool(r, "phase_markers", &s->phase_markers, err) ||
         get_int(r, "steps", 0, VT_MAX_COUNT, REQUIRED, &s->steps, err) ||
         get_str(r, "prog", NULLABLE, &s->prog, err) ||
@@ -470,6 +471,7 @@ static int load_process(vt_snapshot *s, vt_err *err)
         get_time(r, "end_time_s", NULLABLE, &s->end_time_s, err) ||
         get_container(r, "command", JSON_ARRAY, NULLABLE, &command, err) ||
         get_container(r, "rank", JSON_OBJECT, NULLABLE, &rank, err) ||
+        get_container(r, "launcher", JSON_OBJECT, NULLABLE, &launcher, err) ||
         get_container(r, "env", JSON_OBJECT, NULLABLE, &s->env, err) ||
         get_container(r, "modes", JSON_OBJECT, NULLABLE, &modes, err) ||
         get_container(r, "counters", JSON_OBJECT, NULLABLE, &counters, err) ||
@@ -479,6 +481,15 @@ static int load_process(vt_snapshot *s, vt_err *err)
     if (rank && (get_int(rank, "rank", 0, MAX_PID, NULLABLE, &s->rank, err) ||
                  get_int(rank, "local_rank", 0, MAX_PID, NULLABLE, &s->local_rank, err)))
         return fail_at(s, err, "rank");
+    s->world_size = -1;
+    const char *slurm_job = NULL;
+    if (launcher && (get_str(launcher, "name", NULLABLE, &s->launcher, err) ||
+                     get_str(launcher, "job_id", NULLABLE, &s->job_id, err) ||
+                     get_str(launcher, "slurm_job_id", NULLABLE, &slurm_job, err) ||
+                     get_int(launcher, "world_size", 1, MAX_WORLD, NULLABLE, &s->world_size, err)))
+        return fail_at(s, err, "launcher");
+    if (!s->job_id)
+        s->job_id = slurm_job;
     if (modes && get_container(modes, "pytorch", JSON_OBJECT, NULLABLE, &pytorch, err))
         return fail_at(s, err, "modes");
     if (pytorch && (get_str(pytorch, "mode", REQUIRED, &s->pytorch_mode, err) ||
@@ -492,7 +503,8 @@ static int load_process(vt_snapshot *s, vt_err *err)
     s->host_peak_bytes = -1;
     if (host) {
         int64_t peak, count;
-        if (get_bytes(host, "peak_bytes", REQUIRED, &peak, err) ||
+        if (get_str(host, "name", NULLABLE, &s->host, err) ||
+            get_bytes(host, "peak_bytes", REQUIRED, &peak, err) ||
             get_int(host, "allocations", 0, INT64_MAX, REQUIRED, &count, err))
             return fail_at(s, err, "host");
         if (count > 0)
@@ -535,6 +547,7 @@ static int load_device(vt_snapshot *s, json_t *d, vt_device *dev, vt_err *err)
     if (get_int(d, "device", 0, VT_MAX_DEVICE, REQUIRED, &ordinal, err) ||
         get_str(d, "name", NULLABLE, &dev->name, err) ||
         get_str(d, "uuid", NULLABLE, &dev->uuid, err) ||
+        get_str(d, "pci_bus_id", NULLABLE, &dev->pci_bus_id, err) ||
         get_bytes(d, "total_bytes", NULLABLE, &dev->total_bytes, err) ||
         get_bytes(d, "peak_bytes", REQUIRED, &dev->peak_bytes, err) ||
         get_time(d, "peak_time_s", REQUIRED, &dev->peak_time_s, err) ||

@@ -61,8 +61,8 @@ typedef struct {
 
 typedef struct {
     int device;
-    const char *name, *uuid; /* NULL when unknown */
-    int64_t total_bytes;     /* -1 when unknown */
+    const char *name, *uuid, *pci_bus_id; /* NULL when unknown */
+    int64_t total_bytes;                  /* -1 when unknown */
     int64_t peak_bytes;
     double peak_time_s;
     vt_phase peak_phase;
@@ -142,7 +142,11 @@ typedef struct {
     size_t argc;
     double end_time_s;
     int64_t rank, local_rank;
-    json_t *env; /* object of strings, or NULL */
+    const char *host;     /* host name, NULL when unknown */
+    const char *launcher; /* "torchrun", "slurm", "mpi", "env", NULL when none */
+    const char *job_id;   /* the launcher's job id, else Slurm's; NULL when none */
+    int64_t world_size;   /* -1 when unknown */
+    json_t *env;          /* object of strings, or NULL */
     const char *pytorch_mode, *pytorch_mode_reason;
     bool phase_markers;
     int64_t steps;

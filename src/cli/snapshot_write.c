@@ -321,6 +321,7 @@ static json_t *devices_json(writer *w)
         const vt_when *pw = dev->peak_ev == VT_NONE ? &w->before : &rp->when[dev->peak_ev];
         set(&w->b, o, "device", json_integer(dev->device));
         set(&w->b, o, "uuid", json_null());
+        set(&w->b, o, "pci_bus_id", json_null());
         set(&w->b, o, "name", info && info->name ? json_string(info->name) : json_null());
         set(&w->b, o, "total_bytes",
             int_or_null(info ? info->total_bytes : -1, info && info->total_bytes >= 0));

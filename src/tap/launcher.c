@@ -64,23 +64,64 @@ void vt_host_name(char *buf, size_t len)
     buf[len - 1] = 0;
 }
 
-static void write_count(FILE *f, long v)
+/* A member of a JSON object: text (null when NULL), or a count (null when negative). */
+typedef struct {
+    const char *key, *text;
+    long count;
+    int is_text;
+} member;
+
+static void write_object(FILE *f, const char *name, const member *m, size_t n)
 {
-    if (v < 0)
-        fputs("null", f);
-    else
-        fprintf(f, "%ld", v);
+    fprintf(f, "\"%s\": {", name);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s\"%s\": ", i ? ", " : "", m[i].key);
+        if (m[i].is_text)
+            vt_json_str(f, m[i].text);
+        else if (m[i].count < 0)
+            fputs("null", f);
+        else
+            fprintf(f, "%ld", m[i].count);
+    }
+    fputs("},\n", f);
+}
+
+/* CUDA_VISIBLE_DEVICES as a list: entry i is the GPU this process calls device i (an index in
+ * CUDA_DEVICE_ORDER, a UUID or a MIG instance). Like CUDA, the list ends at an empty entry. */
+static void write_visible(FILE *f)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    fputs("\"visible_devices\": ", f);
+    if (!v) {
+        fputs("null,\n", f);
+        return;
+    }
+    fputc('[', f);
+    for (int first = 1; *v && *v != ','; first = 0) {
+        size_t n = strcspn(v, ",");
+        size_t lead = strspn(v, " "), end = n;
+        while (end > lead && v[end - 1] == ' ')
+            end--;
+        fputs(first ? "" : ", ", f);
+        vt_json_strn(f, v + lead, end - lead);
+        v += n + (v[n] == ',');
+    }
+    fputs("],\n", f);
 }
 
 void vt_launcher_write_json(FILE *f)
 {
     vt_launcher l;
     vt_launcher_read(&l);
-    fputs("\"rank\": {\"rank\": ", f);
-    write_count(f, l.rank);
-    fputs(", \"local_rank\": ", f);
-    write_count(f, l.local_rank);
-    fputs(", \"source\": ", f);
-    vt_json_str(f, l.rank_source);
-    fputs("},\n", f);
+    const member rank[] = {{"rank", NULL, l.rank, 0},
+                           {"local_rank", NULL, l.local_rank, 0},
+                           {"source", l.rank_source, 0, 1}};
+    const member launcher[] = {{"name", l.name, 0, 1},
+                               {"job_id", l.job_id, 0, 1},
+                               {"world_size", NULL, l.world_size, 0},
+                               {"local_rank", NULL, l.local_rank, 0},
+                               {"slurm_job_id", l.slurm_job_id, 0, 1}};
+    write_object(f, "rank", rank, sizeof rank / sizeof rank[0]);
+    write_object(f, "launcher", launcher, sizeof launcher / sizeof launcher[0]);
+    write_visible(f);
 }

@@ -21,7 +21,7 @@ typedef struct {
 VT_HIDDEN void vt_launcher_read(vt_launcher *l);
 /* The host name as the kernel has it (gethostname), "" when it cannot be read. */
 VT_HIDDEN void vt_host_name(char *buf, size_t len);
-/* "rank" and "launcher" members of the snapshot, each followed by ",\n". */
+/* The snapshot's "rank", "launcher" and "visible_devices", each followed by ",\n". */
 VT_HIDDEN void vt_launcher_write_json(FILE *f);
 
 #endif

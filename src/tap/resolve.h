@@ -39,6 +39,7 @@
     X(cuDeviceGetName)                                                                             \
     X(cuDeviceTotalMem_v2)                                                                         \
     X(cuDeviceGetUuid_v2)                                                                          \
+    X(cuDeviceGetPCIBusId)                                                                         \
     X(cuDeviceGetDefaultMemPool)                                                                   \
     X(cuMemPoolGetAttribute)                                                                       \
     X(cuThreadExchangeStreamCaptureMode)

@@ -1,5 +1,5 @@
-/* What the driver knows and vramtap cannot count itself: each device's name, UUID and
- * capacity, how much of it is in use (the CUDA context, other processes, the allocator's cache)
+/* What the driver knows and vramtap cannot count itself: each device's name, UUID, PCI bus id
+ * and capacity, how much of it is in use (the CUDA context, other processes, the allocator's cache)
  * and the stream-ordered pools' own figures. Read only at moments that are safe and cheap:
  * a device's first allocation, phase boundaries, new peaks, out-of-memory failures; never before
  * main nor at exit. Always outside the state lock, on a thread that just made a CUDA call or a
@@ -37,15 +37,18 @@ static void read_info(int device)
         (CUresult(*)(size_t *, CUdevice))vt_real_driver(VT_DRV_cuDeviceTotalMem_v2);
     CUresult (*uuid)(CUuuid *, CUdevice) =
         (CUresult(*)(CUuuid *, CUdevice))vt_real_driver(VT_DRV_cuDeviceGetUuid_v2);
+    CUresult (*bus)(char *, int, CUdevice) =
+        (CUresult(*)(char *, int, CUdevice))vt_real_driver(VT_DRV_cuDeviceGetPCIBusId);
     CUdevice dev;
     int capture = vt_capture_relax();
     int have_dev = dev_get && dev_get(&dev, device) == CUDA_SUCCESS;
-    char buf[sizeof vt_state.dev[0].name] = "";
+    char buf[sizeof vt_state.dev[0].name] = "", bus_id[sizeof vt_state.dev[0].pci_bus_id] = "";
     size_t bytes = 0;
     CUuuid u;
     int have_name = have_dev && name && name(buf, sizeof buf, dev) == CUDA_SUCCESS;
     int have_total = have_dev && total && total(&bytes, dev) == CUDA_SUCCESS;
     int have_uuid = have_dev && uuid && uuid(&u, dev) == CUDA_SUCCESS;
+    int have_bus = have_dev && bus && bus(bus_id, sizeof bus_id, dev) == CUDA_SUCCESS;
     vt_capture_restore(capture);
     vt_lock();
     vt_device *d = &vt_state.dev[device];
@@ -53,6 +56,8 @@ static void read_info(int device)
         snprintf(d->name, sizeof d->name, "%s", buf);
     if (have_total)
         d->total = bytes;
+    if (have_bus)
+        snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%s", bus_id);
     if (have_uuid) {
         const unsigned char *b = (const unsigned char *)u.bytes;
         snprintf(d->uuid, sizeof d->uuid,

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "command.h"
 #include "freeze.h"
 #include "json_out.h"
 #include "launcher.h"
@@ -104,6 +105,7 @@ static void write_env(FILE *f)
                                         "XLA_PYTHON_CLIENT_PREALLOCATE",
                                         "TF_GPU_ALLOCATOR",
                                         "CUDA_VISIBLE_DEVICES",
+                                        "CUDA_DEVICE_ORDER",
                                         "VRAMTAP_MODE"};
     fputs("\"env\": {", f);
     int first = 1;
@@ -134,20 +136,6 @@ static void write_env(FILE *f)
         first = 0;
     }
     fputs("},\n", f);
-}
-
-static void write_command(FILE *f)
-{
-    size_t len;
-    const char *cmd = vt_cmdline(&len);
-    fputs("\"command\": [", f);
-    for (size_t i = 0; cmd && i < len;) {
-        size_t n = strnlen(cmd + i, len - i);
-        fputs(i ? ", " : "", f);
-        vt_json_strn(f, cmd + i, n);
-        i += n + 1;
-    }
-    fputs("],\n", f);
 }
 
 static void write_counters(FILE *f, const vt_counters *c)
@@ -204,6 +192,8 @@ static void write_devices(FILE *f, const frozen *fz)
         const vt_device *dev = &fz->dev[i];
         fprintf(f, "%s\n  {\"device\": %d, \"uuid\": ", i ? "," : "", fz->ordinal[i]);
         vt_json_str(f, dev->uuid[0] ? dev->uuid : NULL);
+        fputs(", \"pci_bus_id\": ", f);
+        vt_json_str(f, dev->pci_bus_id[0] ? dev->pci_bus_id : NULL);
         fputs(", \"name\": ", f);
         vt_json_str(f, dev->name[0] ? dev->name : NULL);
         fputs(", \"total_bytes\": ", f);
@@ -334,7 +324,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     fprintf(f, "\"vramtap_version\": \"%s\", \"pid\": %d, \"prog\": ", VT_VERSION, (int)getpid());
     vt_json_str(f, vt_cfg.prog);
     fputs(",\n", f);
-    write_command(f);
+    vt_command_write_json(f);
     fprintf(f, "\"start_unix\": %.6f, \"end_time_s\": %.6f,\n", vt_start_unix(),
             secs(fz->end_time));
     vt_launcher_write_json(f);
@@ -345,8 +335,12 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
             vt_cfg.stacks && vt_cfg.python_stacks ? "true" : "false", vt_cfg.depth);
     write_counters(f, &fz->c);
     write_devices(f, fz);
+    char host[256];
+    vt_host_name(host, sizeof host);
+    fputs("\"host\": {\"name\": ", f);
+    vt_json_str(f, host[0] ? host : NULL);
     fprintf(f,
-            "\"host\": {\"peak_bytes\": %llu, \"peak_time_s\": %.6f, \"live_bytes_at_end\": "
+            ", \"peak_bytes\": %llu, \"peak_time_s\": %.6f, \"live_bytes_at_end\": "
             "%llu, \"allocations\": %llu},\n",
             (unsigned long long)fz->host_peak, secs(fz->host_peak_time),
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);

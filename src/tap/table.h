@@ -76,7 +76,7 @@ typedef struct {
 typedef struct {
     int used;
     uint64_t live, peak, allocs;
-    char name[128], uuid[48];
+    char name[128], uuid[48], pci_bus_id[32];
     uint64_t total;
     vt_sample samples[VT_MAX_SAMPLES];
     int nsamples;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct books books_ = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t books_once = PTHREAD_ONCE_INIT;
@@ -191,16 +192,23 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* Deterministic, so snapshots from two runs name the same GPU:
- * GPU-7374616e-642d-696e-2d67-7075000000<dd>. */
+/* Deterministic, so snapshots from two runs on one host name the same GPU, and distinct across
+ * hosts, as physical GPUs are: "stand-in-gpu", three bytes of the host name's FNV-1a hash (low
+ * byte first), the ordinal. GPU-7374616e-642d-696e-2d67-7075hhhhhh<dd>. */
 static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
 {
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    memset(uuid->bytes, 0, sizeof uuid->bytes);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    uint32_t h = 2166136261u;
+    for (const char *p = host; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
     memcpy(uuid->bytes, "stand-in-gpu", 12);
+    for (int i = 0; i < 3; i++)
+        uuid->bytes[12 + i] = (char)(h >> (8 * i));
     uuid->bytes[15] = (char)dev;
     return CUDA_SUCCESS;
 }
@@ -213,6 +221,17 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     return device_uuid(uuid, dev);
+}
+
+/* Bus dev + 1, as CU_DEVICE_ATTRIBUTE_PCI_BUS_ID says; truncated to len like the real one. */
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    if (!pciBusId || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", dev + 1);
+    return CUDA_SUCCESS;
 }
 
 /* Figures of an H100-class part, for programs that size their work from them. */

@@ -38,6 +38,7 @@ static const struct entry {
     E("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
     E("cuDeviceGetUuid", 9020, cuDeviceGetUuid),
     E("cuDeviceGetUuid", 11040, cuDeviceGetUuid_v2),
+    E("cuDeviceGetPCIBusId", 4010, cuDeviceGetPCIBusId),
     E("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     E("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),
     E("cuDeviceGetMemPool", 11020, cuDeviceGetMemPool),

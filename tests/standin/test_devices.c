@@ -43,7 +43,15 @@ int main(void)
     CHECK_EQ_INT(cuDeviceGetUuid_v2(&again, 1), CUDA_SUCCESS);
     CHECK(memcmp(&u0, &u1, sizeof u0) != 0);
     CHECK(memcmp(&u1, &again, sizeof u1) == 0);
-    CHECK(memcmp(u1.bytes, "stand-in-gpu\0\0\0\1", 16) == 0);
+    CHECK(memcmp(u1.bytes, "stand-in-gpu", 12) == 0 && u1.bytes[15] == 1);
+    CHECK(memcmp(u0.bytes, u1.bytes, 15) == 0);
+    char bus[16];
+    CHECK_EQ_INT(cuDeviceGetPCIBusId(bus, sizeof bus, 2), CUDA_SUCCESS);
+    CHECK_EQ_STR(bus, "0000:03:00.0");
+    CHECK_EQ_INT(cuDeviceGetPCIBusId(bus, 5, 0), CUDA_SUCCESS);
+    CHECK_EQ_STR(bus, "0000");
+    CHECK_EQ_INT(cuDeviceGetPCIBusId(bus, sizeof bus, 3), CUDA_ERROR_INVALID_DEVICE);
+    CHECK_EQ_INT(cuDeviceGetPCIBusId(NULL, sizeof bus, 0), CUDA_ERROR_INVALID_VALUE);
     int cc = 0;
     CHECK_EQ_INT(cuDeviceGetAttribute(&cc, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 1),
                  CUDA_SUCCESS);

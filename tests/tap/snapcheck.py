@@ -30,6 +30,8 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] no_snapshot               no exit snapshot for that process
     EXPECT [pid=N] oom_files N               post-mortem files written
     EXPECT [pid=N] oom N FIELD VALUE         oom_events[N-1][FIELD] (retry_succeeded true|false)
+    EXPECT [pid=N] json PATH VALUE           the member at PATH (dotted: keys, array indices,
+                                             "length" of an array) equals VALUE, a JSON text
     EXPECT stderr REGEX N                    lines of stderr matching REGEX
 
 pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] [--cwd-out] --
@@ -221,6 +223,14 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         expect(doc["steps"], int(rest[0]), "steps")
     elif what == "host_peak":
         expect(doc["host"]["peak_bytes"], int(rest[0]), "host peak")
+    elif what == "json":
+        got = doc
+        for k in rest[0].split("."):
+            if isinstance(got, list):
+                got = len(got) if k == "length" else got[int(k)] if int(k) < len(got) else None
+            else:
+                got = got.get(k) if isinstance(got, dict) else None
+        expect(got, json.loads(" ".join(rest[1:])), rest[0])
     elif what == "oom":
         ev = doc["oom_events"][int(rest[0]) - 1] if len(doc["oom_events"]) >= int(rest[0]) else {}
         want = rest[2]
