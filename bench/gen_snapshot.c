@@ -4,7 +4,11 @@
  * inputs and to cross-check the classifier: with --expect it also writes the category totals
  * it built in, as JSON.
  *
- *   gen_snapshot [--allocs N] [--sites N] [--depth N] [--seed N] [--expect FILE] OUT.json
+ *   gen_snapshot [--allocs N] [--sites N] [--depth N] [--seed N] [--expect FILE]
+ *                [--host NAME --rank N --world N] OUT.json
+ *
+ * With --host, the process is rank N of --world on that host (pid 4242 + N, local rank N mod 8,
+ * torchrun) on a GPU whose UUID is made of the host and local rank.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -96,15 +100,19 @@ static void write_sites(FILE *f, long nsites, long depth)
 
 int main(int argc, char **argv)
 {
-    long nallocs = 200000, nsites = 50000, depth = 12, seed = 1;
-    const char *expect = NULL, *out = NULL;
+    long nallocs = 200000, nsites = 50000, depth = 12, seed = 1, rank = 0, world = 1;
+    const char *expect = NULL, *out = NULL, *host = NULL;
     for (int i = 1; i < argc; i++) {
         long *target = !strcmp(argv[i], "--allocs")  ? &nallocs
                        : !strcmp(argv[i], "--sites") ? &nsites
                        : !strcmp(argv[i], "--depth") ? &depth
                        : !strcmp(argv[i], "--seed")  ? &seed
+                       : !strcmp(argv[i], "--rank")  ? &rank
+                       : !strcmp(argv[i], "--world") ? &world
                                                      : NULL;
-        if (target || !strcmp(argv[i], "--expect")) {
+        if (!strcmp(argv[i], "--host") && i + 1 < argc) {
+            host = argv[++i];
+        } else if (target || !strcmp(argv[i], "--expect")) {
             if (i + 1 == argc || (target && parse_long(argv[i + 1], target))) {
                 fprintf(stderr, "gen_snapshot: %s needs a number\n", argv[i]);
                 return 2;
@@ -116,7 +124,7 @@ int main(int argc, char **argv)
             out = argv[i];
         } else {
             fprintf(stderr, "usage: gen_snapshot [--allocs N] [--sites N] [--depth N] [--seed N] "
-                            "[--expect FILE] OUT.json\n");
+                            "[--expect FILE] [--host NAME --rank N --world N] OUT.json\n");
             return 2;
         }
     }
@@ -144,11 +152,22 @@ int main(int argc, char **argv)
         peak += sizes[i];
     }
 
+    char where[1024] = "\"rank\":{\"rank\":null,\"local_rank\":null,\"source\":null},",
+         uuid[128] = "null";
+    if (host) {
+        snprintf(where, sizeof where,
+                 "\"rank\":{\"rank\":%ld,\"local_rank\":%ld,\"source\":\"RANK\"},"
+                 "\"launcher\":{\"name\":\"torchrun\",\"job_id\":\"bench\",\"world_size\":%ld,"
+                 "\"local_rank\":%ld,\"slurm_job_id\":null},\"host\":{\"name\":\"%s\","
+                 "\"peak_bytes\":0,\"peak_time_s\":0,\"live_bytes_at_end\":0,\"allocations\":0},",
+                 rank, rank % 8, world, rank % 8, host);
+        snprintf(uuid, sizeof uuid, "\"GPU-%.20s-%ld\"", host, rank % 8);
+    }
     fprintf(f,
             "{\"format\":\"vramtap-snapshot\",\"version\":1,\"kind\":\"exit\","
-            "\"vramtap_version\":\"0.1.0\",\"pid\":4242,\"prog\":\"python\","
+            "\"vramtap_version\":\"0.1.0\",\"pid\":%ld,\"prog\":\"python\","
             "\"command\":[\"python\",\"train.py\",\"--synthetic\"],\"start_unix\":1700000000.0,"
-            "\"end_time_s\":120.5,\"rank\":{\"rank\":null,\"local_rank\":null,\"source\":null},"
+            "\"end_time_s\":120.5,%s"
             "\"env\":{\"PYTORCH_CUDA_ALLOC_CONF\":\"backend:cudaMallocAsync\"},"
             "\"env_set\":{\"PYTORCH_CUDA_ALLOC_CONF\":\"backend:cudaMallocAsync\"},"
             "\"modes\":{\"pytorch\":{\"mode\":\"tensor\",\"reason\":\"default\"}},"
@@ -156,14 +175,14 @@ int main(int argc, char **argv)
             "\"stacks\":{\"native\":true,\"python\":true,\"depth\":%ld},"
             "\"counters\":{\"allocs\":%ld,\"frees\":0,\"unknown_frees\":0,\"failed_calls\":0,"
             "\"oom_calls\":0,\"dropped\":0},"
-            "\"devices\":[{\"device\":0,\"uuid\":null,\"name\":\"Synthetic GPU\","
+            "\"devices\":[{\"device\":0,\"uuid\":%s,\"name\":\"Synthetic GPU\","
             "\"total_bytes\":%" PRId64 ",\"peak_bytes\":%" PRId64 ",\"peak_time_s\":60.25,"
             "\"peak_seq\":%ld,\"peak_phase\":\"backward\",\"peak_step\":%d,"
             "\"live_bytes_at_end\":0,\"allocs\":%ld,\"reserved\":{\"source\":\"pool\","
             "\"peak_bytes\":%" PRId64 ",\"current_bytes\":null},\"samples\":[],"
             "\"used_at_peak_bytes\":%" PRId64 "}],\n\"allocations\":[",
-            FINAL_STEPS, depth, nallocs, peak * 2, peak, nallocs, PEAK_STEP, nallocs,
-            peak + peak / 8, peak + peak / 8 + (512 << 20));
+            4242 + rank, where, FINAL_STEPS, depth, nallocs, uuid, peak * 2, peak, nallocs,
+            PEAK_STEP, nallocs, peak + peak / 8, peak + peak / 8 + (512 << 20));
 
     for (long i = 0; i < nallocs; i++) {
         int k = kind_of(i);

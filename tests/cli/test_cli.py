@@ -258,12 +258,51 @@ def case_ranks():
     check_ranks(r, "files")
     eq(r["oom_postmortems"], [], "no post-mortem given")
     out = run("report", d("ranks")).stdout
-    has(out, "vramtap report  3 processes", "title")
-    has(out, "      1     1     1002  cuda:1    12.00 GiB  backward of step 7, 25.00 s  activations 66.7%\n",
-        "rank 1 line")
+    has(out, "vramtap report  3 processes on 1 node\n\nhost not recorded  3 processes\n", "title")
+    has(out, "      1     1     1002  cuda:1    12.00 GiB  backward of step 7, 25.00 s  activations 66.7%"
+        "        yes\n", "rank 1 line: its post-mortem is among the files")
+    has(out, "      2     2     1003  cuda:2    11.00 GiB  backward of step 7, 25.00 s  activations 63.6%"
+        "        -\n", "rank 2 line")
     has(out, "  heaviest  rank 1, pid 1002: 12.00 GiB on cuda:1\n", "heaviest")
     has(out, "  spread    10.00 GiB to 12.00 GiB: 2.00 GiB, the heaviest is 20.0% above the lightest\n", "spread")
     has(out, "  rank 1, pid 1002: 4.00 GiB asked on cuda:1 via cudaMallocAsync, backward of step 7", "post-mortem")
+
+
+def case_nodes():
+    """Four ranks of a world of six on two nodes: ranks 3 and 5 left no file, ranks 2 and 4
+    used one GPU, rank 1 died of an out-of-memory failure (a post-mortem beside its snapshot)."""
+    r = report(d("nodes"))
+    eq([(p["host"], p["rank"], p["pid"], p["device"], p["peak_bytes"], p["dominant"], p["oom_events"],
+         [g["uuid"][4:12] + " " + g["pci_bus_id"] for g in p["gpus"]]) for p in r["processes"]],
+       [("gpu-a.cluster", 0, 500, 0, 10 * GiB, "activations", 0, ["aaaaaaaa 0000:3b:00.0"]),
+        ("gpu-a.cluster", 1, 501, 1, 12 * GiB, "activations", 1, ["aaaaaaaa 0000:5e:00.0"]),
+        ("gpu-b.cluster", 2, 500, 0, 11 * GiB, "activations", 0, ["bbbbbbbb 0000:3b:00.0"]),
+        ("gpu-b.cluster", 4, 502, 0, 9 * GiB, "activations", 0, ["bbbbbbbb 0000:3b:00.0"])],
+       "processes by node and rank")
+    eq((r["world_size"], r["missing_ranks"]), (6, [3, 5]), "missing ranks")
+    eq({k: r["heaviest"][k] for k in ("host", "rank", "pid", "device", "peak_bytes")},
+       {"host": "gpu-a.cluster", "rank": 1, "pid": 501, "device": 1, "peak_bytes": 12 * GiB}, "heaviest")
+    r["spread"]["ratio"] = round(r["spread"]["ratio"], 6)
+    eq(r["spread"], {"min_bytes": 9 * GiB, "max_bytes": 12 * GiB, "bytes": 3 * GiB, "ratio": 1.333333}, "spread")
+    eq([(g["uuid"], g["pci_bus_id"], [(u["host"], u["rank"], u["pid"], u["device"]) for u in g["processes"]])
+        for g in r["shared_gpus"]],
+       [("GPU-bbbbbbbb-0000-0000-0000-000000000000", "0000:3b:00.0",
+         [("gpu-b.cluster", 2, 500, 0), ("gpu-b.cluster", 4, 502, 0)])], "one GPU, two ranks")
+    eq([(p["host"], p["rank"], p["pid"], p["size"]) for p in r["oom_postmortems"]],
+       [("gpu-a.cluster", 1, 501, 4 * GiB)], "post-mortems")
+    out = run("report", d("nodes")).stdout
+    has(out, "vramtap report  4 processes on 2 nodes\n\ngpu-a.cluster  2 processes\n", "title, first node")
+    has(out, "\ngpu-b.cluster  2 processes\n", "second node")
+    has(out, "      1     1      501  cuda:1    12.00 GiB  backward of step 7, 25.00 s  activations 66.7%"
+        "        yes\n", "rank 1 line")
+    has(out, "      4     1      502  cuda:0     9.00 GiB  backward of step 7, 25.00 s  activations 55.6%"
+        "        -\n", "rank 4 line")
+    has(out, "  heaviest  rank 1, pid 501 on gpu-a.cluster: 12.00 GiB on cuda:1\n", "heaviest")
+    has(out, "  spread    9.00 GiB to 12.00 GiB: 3.00 GiB, the heaviest is 33.3% above the lightest\n", "spread")
+    has(out, "  missing   ranks 3, 5 of world size 6: no snapshot given\n", "missing")
+    has(out, "  shared GPU GPU-bbbbbbbb-0000-0000-0000-000000000000 (0000:3b:00.0) used by rank 2, pid 500 "
+        "on gpu-b.cluster (cuda:0); rank 4, pid 502 on gpu-b.cluster (cuda:0)\n", "shared GPU")
+    has(out, "  rank 1, pid 501 on gpu-a.cluster: 4.00 GiB asked on cuda:1 via cudaMallocAsync", "post-mortem")
 
 
 def case_diff():

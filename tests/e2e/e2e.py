@@ -221,8 +221,9 @@ def ranks():
     mib = {r: "%.2f MiB" % (peak[r] / (1 << 20)) for r in peak}
     expect(rows, {r: (r, pid[r], mib[r]) for r in (0, 1)}, "one row per rank: local rank, pid, peak")
     heaviest = [l.split() for l in text.splitlines() if l.split()[:1] == ["heaviest"]]
-    expect(heaviest, [["heaviest", "rank", "1,", "pid", "%d:" % pid[1]] + mib[1].split() +
-                      ["on", "cuda:0"]], "the heaviest line names rank 1 and its pid")
+    expect(heaviest, [["heaviest", "rank", "1,", "pid", "%d" % pid[1], "on", os.uname().nodename + ":"]
+                      + mib[1].split() + ["on", "cuda:0"]],
+           "the heaviest line names rank 1, its pid and its host")
 
 
 def signatures():

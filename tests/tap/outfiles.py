@@ -3,7 +3,8 @@
 
     outfiles.py symlinks PROG     links planted at the names a run would use are never followed
     outfiles.py namespaces PROG   two "nodes" (PID and UTS namespaces) with the same pid, one
-                                  directory: every snapshot kept and named by its host (root only)
+                                  directory: every snapshot kept and named by its host, and
+                                  `vramtap report DIR` shows both nodes (root only)
 """
 import glob
 import json
@@ -120,10 +121,30 @@ def namespaces(prog):
     want = {"vramtap.tap_outfiles.nodeA.1.json": 5 * MiB,
             "vramtap.tap_outfiles.nodeB.1.json": 7 * MiB,
             "vramtap.tap_outfiles.nodeA.1-2.json": 9 * MiB}
+    uuids = {}
     for name, peak in want.items():
         if os.path.exists(os.path.join(out, name)):
             doc = load(os.path.join(out, name))
-            expect([doc["pid"], doc["devices"][0]["peak_bytes"]], [1, peak], name)
+            host = name.split(".")[2]
+            expect([doc["pid"], doc["host"]["name"], doc["devices"][0]["peak_bytes"]],
+                   [1, host, peak], name)
+            uuids.setdefault(host, set()).add(doc["devices"][0]["uuid"])
+    # the stand-in's GPUs, like real ones, are the host's own: one per node here
+    expect(sorted(len(u) for u in uuids.values()), [1, 1], "one GPU per node")
+    expect(len(set.union(*uuids.values())) if uuids else 0, 2, "distinct GPUs on the two nodes")
+    p = subprocess.run([os.environ["VT_CLI"], "report", out], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    expect(p.returncode, 0, "vramtap report exit status")
+    text = p.stdout
+    for line in ("vramtap report  3 processes on 2 nodes\n", "\nnodeA  2 processes\n",
+                 "\nnodeB  1 process\n", "\nout-of-memory post-mortems\n"):
+        if line not in text:
+            failures.append("vramtap report %s: no %r in:\n%s" % (out, line, text))
+    rows = re.findall(r"^ +- +- +1 +cuda:0 +(\S+ MiB) .* yes$", text, re.M)
+    # same host and pid: in file name order, "nodeA.1-2.json" before "nodeA.1.json"
+    expect(rows, ["9.00 MiB", "5.00 MiB", "7.00 MiB"], "report rows (nodeA, nodeA, nodeB)")
+    expect(text.count("pid 1 on nodeA: 1.00 TiB asked on cuda:0"), 2, "nodeA's post-mortems")
+    expect(text.count("pid 1 on nodeB: 1.00 TiB asked on cuda:0"), 1, "nodeB's post-mortem")
     expect(sorted(n for n in os.listdir(out) if ".oom" in n),
            ["vramtap.tap_outfiles.nodeA.1.oom1-2.json", "vramtap.tap_outfiles.nodeA.1.oom1.json",
             "vramtap.tap_outfiles.nodeB.1.oom1.json"], "post-mortems")
