@@ -10,5 +10,6 @@ int vt_cmd_diff(int argc, char **argv);
 int vt_cmd_import(int argc, char **argv);
 int vt_cmd_view(int argc, char **argv);
 int vt_cmd_export(int argc, char **argv);
+int vt_cmd_fit(int argc, char **argv);
 
 #endif

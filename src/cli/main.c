@@ -11,6 +11,7 @@ static const struct {
     {"run", vt_cmd_run, "run a command under vramtap (sets LD_PRELOAD and the PyTorch hooks)"},
     {"report", vt_cmd_report, "the memory bill at the peak, or an out-of-memory post-mortem"},
     {"diff", vt_cmd_diff, "compare two snapshots"},
+    {"fit", vt_cmd_fit, "what fits: how the bill grows with the batch size or another dimension"},
     {"import", vt_cmd_import, "turn a PyTorch profiler trace or memory snapshot into a snapshot"},
     {"view", vt_cmd_view, "a snapshot as one HTML page: memory over time, flame graph, bill"},
     {"export", vt_cmd_export, "a snapshot as a Perfetto / chrome://tracing trace (--perfetto)"},

@@ -282,12 +282,26 @@ typedef struct {
 /* The timeline's instances for one device; *n 0 when the file has none. */
 int vt_timeline_load(const vt_snapshot *snap, int device, vt_tl_span **out, size_t *n, vt_err *err);
 
+/* Each phase's peak on one device (model/phases.c): the largest live bytes in any instance of
+ * the phase (the timeline holds the first 64 steps) and the step of that instance; the device's
+ * own peak counts for the phase it fell in (index VT_NOPHASE without phase markers). -1: no
+ * instance of that phase. */
+typedef struct {
+    int64_t bytes[VT_NPHASES + 1], step[VT_NPHASES + 1];
+} vt_phase_peaks;
+
+int vt_phase_peaks_load(const vt_snapshot *snap, const vt_device *dev, vt_phase_peaks *out,
+                        vt_err *err);
+
 /* --- units.c, term.c: text output -------------------------------------------------------- */
 
 /* "512 B", "1.50 KiB", "20.00 MiB", "1.95 GiB": the units PyTorch prints. */
 const char *vt_fmt_bytes(char buf[32], int64_t bytes);
 /* The same with a sign: "+1.00 GiB", "-512 B", "0 B". */
 const char *vt_fmt_delta(char buf[32], int64_t delta);
+/* "80GiB", "81920 MiB", "80G" (binary), "80GB" (decimal) or bytes; -1 when not a size up to
+ * VT_MAX_BYTES. */
+int vt_parse_bytes(const char *s, int64_t *out);
 
 typedef enum { VT_STYLE_BOLD, VT_STYLE_WARN, VT_STYLE_GOOD, VT_STYLE_BAD } vt_style;
 

@@ -72,6 +72,8 @@ def run_sim(args, extra_env=None, want_exit=0):
             want[w[2]] = int(w[3])
         elif w[:2] == ["EXPECT", "peak"]:
             want["peak"] = int(w[2])
+        elif w[:2] == ["EXPECT", "phase"]:
+            want["phase:" + w[2]] = int(w[3])
     snaps = [f for f in glob.glob(os.path.join(out, "vramtap.*.json"))
              if not POSTMORTEM.search(f)]
     return want, (snaps[0] if len(snaps) == 1 else None), out
@@ -283,9 +285,13 @@ def main():
     what, args = sys.argv[1], sys.argv[2:]
     {"bill": lambda: bill(args), "diff": diff, "oom": oom, "ranks": ranks,
      "signatures": signatures, "messages": messages}[what]()
+    finish(what)
+
+
+def finish(label):
     for f in failures:
         print("FAIL:", f)
-    print("%s: %d failures" % (what, len(failures)))
+    print("%s: %d failures" % (label, len(failures)))
     sys.exit(1 if failures else 0)
 
 
