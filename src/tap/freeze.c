@@ -91,6 +91,7 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
     fz->markers = vt_state.markers;
     fz->step = vt_state.step;
     fz->c = vt_state.c;
+    fz->left_out = vt_state.left_out;
     fz->host_peak = vt_state.hostmem.peak;
     fz->host_peak_time = vt_state.hostmem.peak_time;
     fz->host_live = vt_state.hostmem.live;

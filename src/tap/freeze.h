@@ -21,6 +21,7 @@ typedef struct {
     int markers;
     uint32_t step;
     vt_counters c;
+    vt_left_out left_out;
     uint64_t host_peak, host_peak_time, host_live, host_allocs;
     vt_device *dev; /* the devices used, in ordinal order */
     int *ordinal;

@@ -33,33 +33,6 @@ static int recording(int outer)
     return !vt_cfg.disabled;
 }
 
-static int context_device(void)
-{
-    CUdevice d = 0;
-    __typeof__(&cuCtxGetDevice) get = REAL(cuCtxGetDevice);
-    if (!get || get(&d) != CUDA_SUCCESS)
-        return 0;
-    return d;
-}
-
-/* Stream-ordered memory belongs to the stream's device; drivers before 12.8 lack
- * cuStreamGetDevice, and then the pointer tells. */
-static int stream_device(CUstream s, int ptsz, CUdeviceptr p)
-{
-    if (s == 0 || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
-        return context_device();
-    CUdevice d;
-    __typeof__(&cuStreamGetDevice) get =
-        ptsz ? REAL(cuStreamGetDevice_ptsz) : REAL(cuStreamGetDevice);
-    if (get && get(s, &d) == CUDA_SUCCESS)
-        return d;
-    int ordinal;
-    __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
-    if (p && attr && attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS)
-        return ordinal;
-    return context_device();
-}
-
 static void note(CUresult rc, vt_api api, vt_kind kind, int device, CUdeviceptr p, uint64_t size)
 {
     if (rc != CUDA_SUCCESS)
@@ -75,7 +48,7 @@ VT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
     CUresult rc = real(p, size);
     vt_guard_leave();
     if (recording(outer))
-        note(rc, VT_API_cuMemAlloc_v2, VT_KIND_DEVICE, context_device(), p ? *p : 0, size);
+        note(rc, VT_API_cuMemAlloc_v2, VT_KIND_DEVICE, vt_device_current(), p ? *p : 0, size);
     return rc;
 }
 
@@ -89,7 +62,7 @@ VT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t widt
     if (recording(outer)) {
         uint64_t size =
             rc == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
-        note(rc, VT_API_cuMemAllocPitch_v2, VT_KIND_DEVICE, context_device(), p ? *p : 0, size);
+        note(rc, VT_API_cuMemAllocPitch_v2, VT_KIND_DEVICE, vt_device_current(), p ? *p : 0, size);
     }
     return rc;
 }
@@ -101,7 +74,7 @@ VT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned int f
     CUresult rc = real(p, size, flags);
     vt_guard_leave();
     if (recording(outer))
-        note(rc, VT_API_cuMemAllocManaged, VT_KIND_MANAGED, context_device(), p ? *p : 0, size);
+        note(rc, VT_API_cuMemAllocManaged, VT_KIND_MANAGED, vt_device_current(), p ? *p : 0, size);
     return rc;
 }
 
@@ -126,7 +99,8 @@ static CUresult alloc_async(__typeof__(&cuMemAllocAsync) real, int ptsz, CUdevic
     vt_guard_leave();
     if (recording(outer)) {
         CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
-        note(rc, VT_API_cuMemAllocAsync, VT_KIND_POOL, stream_device(s, ptsz, ptr), ptr, size);
+        note(rc, VT_API_cuMemAllocAsync, VT_KIND_POOL, vt_device_of_stream((uintptr_t)s, ptsz, ptr),
+             ptr, size);
     }
     return rc;
 }
@@ -151,7 +125,7 @@ static CUresult alloc_from_pool(__typeof__(&cuMemAllocFromPoolAsync) real, int p
     vt_guard_leave();
     if (recording(outer)) {
         CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
-        int device = stream_device(s, ptsz, ptr);
+        int device = vt_device_of_stream((uintptr_t)s, ptsz, ptr);
         if (ptr)
             vt_note_pool(device, (uintptr_t)pool);
         note(rc, VT_API_cuMemAllocFromPoolAsync, VT_KIND_POOL, device, ptr, size);
@@ -204,7 +178,7 @@ VT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
     if (!recording(outer))
         return rc;
     int on_device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-    int device = on_device ? prop->location.id : context_device();
+    int device = on_device ? prop->location.id : vt_device_current();
     if (rc != CUDA_SUCCESS)
         vt_note_fail(VT_API_cuMemCreate, device, size, rc, rc == CUDA_ERROR_OUT_OF_MEMORY);
     else if (h && on_device)
@@ -253,6 +227,18 @@ VT_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
     if (recording(outer))
         vt_note_vmm_unmap((uintptr_t)p, size);
     CUresult rc = real(p, size);
+    vt_guard_leave();
+    return rc;
+}
+
+/* Pools: the sampler adds up the pools allocated from; one destroyed is forgotten first. */
+VT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    REAL_OR_RETURN(cuMemPoolDestroy);
+    int outer = vt_guard_enter();
+    if (outer && !vt_cfg.disabled) /* not an allocation: not a nested call when inner */
+        vt_note_pool_destroy((uintptr_t)pool);
+    CUresult rc = real(pool);
     vt_guard_leave();
     return rc;
 }
@@ -323,26 +309,9 @@ VT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
 void *vt_driver_wrapper(vt_drv which)
 {
     static void *const wrappers[VT_DRV_COUNT] = {
-        [VT_DRV_cuGetProcAddress] = (void *)cuGetProcAddress,
-        [VT_DRV_cuGetProcAddress_v2] = (void *)cuGetProcAddress_v2,
-        [VT_DRV_cuMemAlloc_v2] = (void *)cuMemAlloc_v2,
-        [VT_DRV_cuMemFree_v2] = (void *)cuMemFree_v2,
-        [VT_DRV_cuMemAllocPitch_v2] = (void *)cuMemAllocPitch_v2,
-        [VT_DRV_cuMemAllocManaged] = (void *)cuMemAllocManaged,
-        [VT_DRV_cuMemAllocAsync] = (void *)cuMemAllocAsync,
-        [VT_DRV_cuMemAllocAsync_ptsz] = (void *)cuMemAllocAsync_ptsz,
-        [VT_DRV_cuMemAllocFromPoolAsync] = (void *)cuMemAllocFromPoolAsync,
-        [VT_DRV_cuMemAllocFromPoolAsync_ptsz] = (void *)cuMemAllocFromPoolAsync_ptsz,
-        [VT_DRV_cuMemFreeAsync] = (void *)cuMemFreeAsync,
-        [VT_DRV_cuMemFreeAsync_ptsz] = (void *)cuMemFreeAsync_ptsz,
-        [VT_DRV_cuMemCreate] = (void *)cuMemCreate,
-        [VT_DRV_cuMemRelease] = (void *)cuMemRelease,
-        [VT_DRV_cuMemMap] = (void *)cuMemMap,
-        [VT_DRV_cuMemUnmap] = (void *)cuMemUnmap,
-        [VT_DRV_cuMemRetainAllocationHandle] = (void *)cuMemRetainAllocationHandle,
-        [VT_DRV_cuMemHostAlloc] = (void *)cuMemHostAlloc,
-        [VT_DRV_cuMemAllocHost_v2] = (void *)cuMemAllocHost_v2,
-        [VT_DRV_cuMemFreeHost] = (void *)cuMemFreeHost,
+#define VT_DRV_WRAPPER(name) [VT_DRV_##name] = (void *)name,
+        VT_DRIVER_WRAPPED(VT_DRV_WRAPPER)
+#undef VT_DRV_WRAPPER
     };
     return (unsigned)which < VT_DRV_COUNT ? wrappers[which] : NULL;
 }

@@ -31,37 +31,6 @@ cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fn,
                                                   unsigned int version, unsigned long long flags,
                                                   enum cudaDriverEntryPointQueryResult *status);
 
-static int current_device(void)
-{
-    int d = 0;
-    __typeof__(&cudaGetDevice) get = REAL(cudaGetDevice);
-    if (!get || get(&d) != cudaSuccess)
-        return 0;
-    return d;
-}
-
-/* The device of a stream-ordered allocation is the stream's, not the current one. */
-static int pointer_device(const void *p)
-{
-    __typeof__(&cudaPointerGetAttributes) attrs = REAL(cudaPointerGetAttributes);
-    struct cudaPointerAttributes a;
-    if (attrs && attrs(&a, p) == cudaSuccess && a.type == cudaMemoryTypeDevice)
-        return a.device;
-    return current_device();
-}
-
-/* The default streams belong to the current device; any other stream knows its device. */
-static int stream_device(cudaStream_t s, const void *p)
-{
-    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread)
-        return current_device();
-    int d;
-    __typeof__(&cudaStreamGetDevice) get = REAL(cudaStreamGetDevice);
-    if (get && get(s, &d) == cudaSuccess)
-        return d;
-    return pointer_device(p);
-}
-
 static void note(int outer, cudaError_t rc, vt_api api, vt_kind kind, int device, void *p,
                  uint64_t size)
 {
@@ -85,7 +54,7 @@ VT_EXPORT cudaError_t cudaMalloc(void **p, size_t size)
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size);
     vt_guard_leave();
-    note(outer, rc, VT_API_cudaMalloc, VT_KIND_DEVICE, current_device(), p ? *p : NULL, size);
+    note(outer, rc, VT_API_cudaMalloc, VT_KIND_DEVICE, vt_device_current(), p ? *p : NULL, size);
     return rc;
 }
 
@@ -95,7 +64,7 @@ VT_EXPORT cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flag
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size, flags);
     vt_guard_leave();
-    note(outer, rc, VT_API_cudaMallocManaged, VT_KIND_MANAGED, current_device(), p ? *p : NULL,
+    note(outer, rc, VT_API_cudaMallocManaged, VT_KIND_MANAGED, vt_device_current(), p ? *p : NULL,
          size);
     return rc;
 }
@@ -108,7 +77,8 @@ VT_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, siz
     vt_guard_leave();
     uint64_t size =
         rc == cudaSuccess && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
-    note(outer, rc, VT_API_cudaMallocPitch, VT_KIND_DEVICE, current_device(), p ? *p : NULL, size);
+    note(outer, rc, VT_API_cudaMallocPitch, VT_KIND_DEVICE, vt_device_current(), p ? *p : NULL,
+         size);
     return rc;
 }
 
@@ -120,7 +90,7 @@ VT_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent 
     vt_guard_leave();
     uint64_t rows = (uint64_t)extent.height * extent.depth;
     uint64_t size = rc == cudaSuccess && pp ? (uint64_t)pp->pitch * rows : extent.width * rows;
-    note(outer, rc, VT_API_cudaMalloc3D, VT_KIND_DEVICE, current_device(), pp ? pp->ptr : NULL,
+    note(outer, rc, VT_API_cudaMalloc3D, VT_KIND_DEVICE, vt_device_current(), pp ? pp->ptr : NULL,
          size);
     return rc;
 }
@@ -144,7 +114,8 @@ static cudaError_t malloc_async(__typeof__(&cudaMallocAsync) real, void **p, siz
     cudaError_t rc = real(p, size, s);
     vt_guard_leave();
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
-    note(outer, rc, VT_API_cudaMallocAsync, VT_KIND_POOL, stream_device(s, ptr), ptr, size);
+    note(outer, rc, VT_API_cudaMallocAsync, VT_KIND_POOL,
+         vt_device_of_stream((uintptr_t)s, 0, (uintptr_t)ptr), ptr, size);
     return rc;
 }
 
@@ -167,7 +138,7 @@ static cudaError_t malloc_from_pool(__typeof__(&cudaMallocFromPoolAsync) real, v
     cudaError_t rc = real(p, size, pool, s);
     vt_guard_leave();
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
-    int device = ptr ? pointer_device(ptr) : current_device();
+    int device = vt_device_of_pointer((uintptr_t)ptr);
     if (outer && ptr)
         vt_note_pool(device, (uintptr_t)pool);
     note(outer, rc, VT_API_cudaMallocFromPoolAsync, VT_KIND_POOL, device, ptr, size);
@@ -205,6 +176,18 @@ VT_EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 VT_EXPORT cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s)
 {
     return free_async(REAL(cudaFreeAsync_ptsz), p, s);
+}
+
+/* A pool the program destroys is never queried again (sample.c adds up pools' figures). */
+VT_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool)
+{
+    REAL_OR_RETURN(cudaMemPoolDestroy);
+    int outer = vt_guard_enter();
+    if (outer && !vt_cfg.disabled)
+        vt_note_pool_destroy((uintptr_t)pool);
+    cudaError_t rc = real(pool);
+    vt_guard_leave();
+    return rc;
 }
 
 static void note_host(int outer, cudaError_t rc, vt_api api, void *p, size_t size)

@@ -44,23 +44,9 @@ static struct {
 } modes[3];
 
 static const char *const api_names[VT_API_COUNT] = {
-    "cudaMalloc",
-    "cudaMallocAsync",
-    "cudaMallocFromPoolAsync",
-    "cudaMallocManaged",
-    "cudaMallocPitch",
-    "cudaMalloc3D",
-    "cudaMallocHost",
-    "cudaHostAlloc",
-    "cuMemAlloc_v2",
-    "cuMemAllocPitch_v2",
-    "cuMemAllocManaged",
-    "cuMemAllocAsync",
-    "cuMemAllocFromPoolAsync",
-    "cuMemCreate",
-    "cuMemHostAlloc",
-    "cuMemAllocHost_v2",
-    "framework",
+#define VT_API_NAME(name) #name,
+    VT_APIS(VT_API_NAME)
+#undef VT_API_NAME
 };
 
 const char *vt_api_name(vt_api api)
@@ -316,6 +302,41 @@ static void choose_modes(void)
         setenv("VRAMTAP_ENV_SET", names, 1);
 }
 
+/* Loaded by dlopen (a program or a Python module that asks for the C API) rather than
+ * preloaded: the program has started and its environment is its own; vramtap changes none of
+ * it, and the allocators are what the program chose. */
+static int preloaded(void)
+{
+    const char *list = getenv("LD_PRELOAD");
+    const char *self = strrchr(vt_cfg.self_path, '/');
+    self = self ? self + 1 : vt_cfg.self_path;
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, ": ");
+        char entry[PATH_MAX], real[PATH_MAX];
+        if (n && n < sizeof entry) {
+            memcpy(entry, p, n);
+            entry[n] = 0;
+            const char *base = strrchr(entry, '/');
+            if (realpath(entry, real) ? !strcmp(real, vt_cfg.self_path)
+                                      : !strcmp(base ? base + 1 : entry, self))
+                return 1;
+        }
+        p += n;
+        p += *p != 0;
+    }
+    return 0;
+}
+
+static void keep_modes(void)
+{
+    static const char *const frameworks[] = {"pytorch", "jax", "tensorflow"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        modes[i].framework = frameworks[i];
+        modes[i].mode = "native";
+        modes[i].reason = "not-preloaded";
+    }
+}
+
 /* The PyTorch hooks correct the record when the program set the allocator itself after start. */
 VT_EXPORT int vramtap_note_mode(const char *framework, const char *mode, const char *reason)
 {
@@ -427,11 +448,15 @@ __attribute__((constructor)) static void vt_init(void)
     read_cmdline();
     self_path();
 
-    if (vt_cfg.self_path[0] && !getenv("NVTX_INJECTION64_PATH"))
-        set_env("NVTX_INJECTION64_PATH", vt_cfg.self_path);
-    choose_modes();
-    if (vt_cfg.is_python)
-        python_bootstrap();
+    if (preloaded()) {
+        if (vt_cfg.self_path[0] && !getenv("NVTX_INJECTION64_PATH"))
+            set_env("NVTX_INJECTION64_PATH", vt_cfg.self_path);
+        choose_modes();
+        if (vt_cfg.is_python)
+            python_bootstrap();
+    } else {
+        keep_modes();
+    }
     vt_notice_init();
     vt_phase_init();
     vt_stacks_init();

@@ -142,7 +142,6 @@ static int py_version; /* 0x030b for 3.11 */
 #define PY_CAP 256
 #define NO_LOC UINT32_MAX
 #define LINE_CACHE 4
-#define MAX_LOCS (1u << 24)
 
 typedef struct {
     uint32_t loc;
@@ -199,6 +198,7 @@ typedef struct {
 } py_loc;
 
 static py_loc *locs, **loc_by_id;
+static uint64_t locs_dropped;
 static uint32_t nlocs, caplocs;
 
 static uint32_t intern_loc(const char *file, const char *function)
@@ -216,7 +216,7 @@ static uint32_t intern_loc(const char *file, const char *function)
     HASH_FIND(hh, locs, l->file, lf + ln, old);
     if (old) {
         id = old->id;
-    } else if (nlocs < MAX_LOCS) {
+    } else if (nlocs < VT_PYSTACK_MAX_LOCS) {
         if (nlocs == caplocs) {
             uint32_t cap = caplocs ? caplocs * 2 : 256;
             py_loc **n = realloc(loc_by_id, cap * sizeof *n);
@@ -236,6 +236,7 @@ static uint32_t intern_loc(const char *file, const char *function)
             }
         }
     }
+    locs_dropped += id == NO_LOC;
     vt_lock_give(VT_LOCK_PYLOCS);
     free(l);
     return id;
@@ -247,6 +248,14 @@ static const py_loc *loc_of(uint32_t id)
     const py_loc *l = id < nlocs ? loc_by_id[id] : NULL;
     vt_lock_give(VT_LOCK_PYLOCS);
     return l;
+}
+
+uint64_t vt_pystack_dropped(void)
+{
+    vt_lock_take(VT_LOCK_PYLOCS);
+    uint64_t n = locs_dropped;
+    vt_lock_give(VT_LOCK_PYLOCS);
+    return n;
 }
 
 const char *vt_pystack_file(uint32_t code_id)

@@ -13,6 +13,9 @@ VT_HIDDEN int vt_pystack_capture(uint64_t *out, int max);
 /* File and function of an interned code id (valid until exit). */
 VT_HIDDEN const char *vt_pystack_file(uint32_t code_id);
 VT_HIDDEN const char *vt_pystack_function(uint32_t code_id);
+/* Code locations past VT_PYSTACK_MAX_LOCS (or out of memory): their frames have no name. */
+#define VT_PYSTACK_MAX_LOCS (1u << 24)
+VT_HIDDEN uint64_t vt_pystack_dropped(void);
 
 /* What vramtap_python_install answers. */
 enum {

@@ -155,6 +155,37 @@ VT_HIDDEN VT_NO_SANITIZE void *vt_dlsym_target(void *handle, const char *name, v
     return (void *)dlsym_redirect;
 }
 
+int vt_device_current(void)
+{
+    CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))vt_real_driver(VT_DRV_cuCtxGetDevice);
+    CUdevice d;
+    return get && get(&d) == CUDA_SUCCESS ? d : -1;
+}
+
+int vt_device_of_pointer(uintptr_t p)
+{
+    CUresult (*attr)(void *, CUpointer_attribute, CUdeviceptr) = (CUresult(*)(
+        void *, CUpointer_attribute, CUdeviceptr))vt_real_driver(VT_DRV_cuPointerGetAttribute);
+    int ordinal;
+    if (p && attr &&
+        attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) == CUDA_SUCCESS)
+        return ordinal;
+    return vt_device_current();
+}
+
+int vt_device_of_stream(uintptr_t stream, int ptsz, uintptr_t p)
+{
+    CUstream s = (CUstream)stream;
+    if (s == 0 || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return vt_device_current();
+    CUresult (*get)(CUstream, CUdevice *) = (CUresult(*)(CUstream, CUdevice *))vt_real_driver(
+        ptsz ? VT_DRV_cuStreamGetDevice_ptsz : VT_DRV_cuStreamGetDevice);
+    CUdevice d;
+    if (get && get(s, &d) == CUDA_SUCCESS)
+        return d;
+    return vt_device_of_pointer(p);
+}
+
 int vt_query_meminfo(int64_t *free_bytes, int64_t *total_bytes)
 {
     CUresult (*get)(size_t *, size_t *) =

@@ -8,8 +8,9 @@
 
 #include "tap.h"
 
-/* Driver functions vramtap calls or wraps, named as libcuda exports them. */
-#define VT_DRIVER_FUNCS(X)                                                                         \
+/* Driver functions vramtap wraps (hooks_driver.c defines each), then those it only calls,
+ * named as libcuda exports them. */
+#define VT_DRIVER_WRAPPED(X)                                                                       \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)                                                                         \
     X(cuMemAlloc_v2)                                                                               \
@@ -30,6 +31,9 @@
     X(cuMemHostAlloc)                                                                              \
     X(cuMemAllocHost_v2)                                                                           \
     X(cuMemFreeHost)                                                                               \
+    X(cuMemPoolDestroy)
+
+#define VT_DRIVER_CALLED(X)                                                                        \
     X(cuCtxGetDevice)                                                                              \
     X(cuStreamGetDevice)                                                                           \
     X(cuStreamGetDevice_ptsz)                                                                      \
@@ -43,6 +47,8 @@
     X(cuDeviceGetDefaultMemPool)                                                                   \
     X(cuMemPoolGetAttribute)                                                                       \
     X(cuThreadExchangeStreamCaptureMode)
+
+#define VT_DRIVER_FUNCS(X) VT_DRIVER_WRAPPED(X) VT_DRIVER_CALLED(X)
 
 typedef enum {
 #define VT_DRV_ENUM(name) VT_DRV_##name,
@@ -61,6 +67,17 @@ VT_HIDDEN void *vt_real_dlsym(void *handle, const char *name);
  * the lookup arguments only feed VRAMTAP_DEBUG lines. */
 VT_HIDDEN void vt_route_swap(void **pfn, const char *route, const char *symbol, int version,
                              unsigned long long flags);
+
+/* Which device: one set of answers for every hook, from the driver (the runtime makes its
+ * device's context current for every call), -1 when the driver cannot tell (such an allocation
+ * is counted in `dropped`, not charged to a guess).
+ * vt_device_current: the device of the calling thread's context.
+ * vt_device_of_pointer: where memory at `p` lives; the current device when not known.
+ * vt_device_of_stream: a stream-ordered allocation's, the stream's (the default streams: the
+ * current device); drivers before 12.8 lack cuStreamGetDevice, and then the pointer tells. */
+VT_HIDDEN int vt_device_current(void);
+VT_HIDDEN int vt_device_of_pointer(uintptr_t p);
+VT_HIDDEN int vt_device_of_stream(uintptr_t stream, int ptsz, uintptr_t p);
 
 /* The current device's free and total memory (driver), 0 on success. Only from inside a hook:
  * never before main or at exit. */

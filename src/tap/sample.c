@@ -18,15 +18,6 @@
 #define PEAK_SAMPLES_FREE 10000
 #define PEAK_SAMPLE_GAP_S 0.001
 
-static int context_device(void)
-{
-    CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))vt_real_driver(VT_DRV_cuCtxGetDevice);
-    CUdevice d;
-    if (!get || get(&d) != CUDA_SUCCESS || d < 0 || d >= VT_MAX_DEVICES)
-        return -1;
-    return d;
-}
-
 static void read_info(int device)
 {
     CUresult (*dev_get)(CUdevice *, int) =
@@ -94,11 +85,11 @@ static int read_pools(int device, uint64_t sum[4])
     int n = 0;
     if (def && def(&pools[0], device) == CUDA_SUCCESS)
         n = 1;
-    vt_lock();
-    for (int i = 0; i < vt_state.dev[device].npools; i++)
-        if (!n || (CUmemoryPool)vt_state.dev[device].pools[i] != pools[0])
-            pools[n++] = (CUmemoryPool)vt_state.dev[device].pools[i];
-    vt_unlock();
+    uintptr_t listed[VT_MAX_POOLS];
+    int nlisted = vt_pools_listed(device, listed, VT_MAX_POOLS);
+    for (int i = 0; i < nlisted; i++)
+        if (!n || (CUmemoryPool)listed[i] != pools[0])
+            pools[n++] = (CUmemoryPool)listed[i];
     int got = 0;
     memset(sum, 0, 4 * sizeof sum[0]);
     for (int i = 0; i < n; i++) {
@@ -109,11 +100,16 @@ static int read_pools(int device, uint64_t sum[4])
             got = 1;
         }
     }
+    vt_pools_read();
     return got ? 0 : -1;
 }
 
 static void sample(int device, uint8_t reason)
 {
+    /* cuMemGetInfo answers for the current context's device: an allocation on another one
+     * (a stream of that device) is not sampled rather than given this one's figures. */
+    if (vt_device_current() != device)
+        return;
     int64_t free_bytes, total_bytes;
     int capture = vt_capture_relax();
     int have_info = vt_query_meminfo(&free_bytes, &total_bytes) == 0;
@@ -140,8 +136,10 @@ static void sample(int device, uint8_t reason)
     /* Keep the first samples and, past the bound, always the latest in the last slot. */
     if (d->nsamples < VT_MAX_SAMPLES)
         d->samples[d->nsamples++] = s;
-    else
+    else {
         d->samples[VT_MAX_SAMPLES - 1] = s;
+        vt_state.left_out.samples++;
+    }
     d->last_used = total_bytes - free_bytes;
     if (s.seq == d->peak_seq)
         d->used_at_peak = d->last_used;
@@ -182,7 +180,7 @@ void vt_sample_phase(void)
     vt_unlock();
     if (!made)
         return;
-    int device = context_device();
+    int device = vt_device_current();
     if (device >= 0)
         sample(device, VT_SAMPLE_PHASE);
 }

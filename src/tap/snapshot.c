@@ -19,6 +19,7 @@
 #include "notice.h"
 #include "outfile.h"
 #include "peak.h"
+#include "pystack.h"
 #include "snapshot.h"
 #include "stacks.h"
 #include "table.h"
@@ -131,8 +132,12 @@ static void write_env(FILE *f)
         const char *reason, *mode = vt_mode_of(frameworks[i], &reason);
         if (!mode)
             continue;
-        fprintf(f, "%s\"%s\": {\"mode\": \"%s\", \"reason\": \"%s\"}", first ? "" : ", ",
-                frameworks[i], mode, reason);
+        /* The PyTorch hooks may have set both (vramtap_note_mode): escaped like any string. */
+        fprintf(f, "%s\"%s\": {\"mode\": ", first ? "" : ", ", frameworks[i]);
+        vt_json_str(f, mode);
+        fputs(", \"reason\": ", f);
+        vt_json_str(f, reason);
+        fputc('}', f);
         first = 0;
     }
     fputs("},\n", f);
@@ -254,6 +259,32 @@ static void write_timeline(FILE *f, const frozen *fz)
     fputs("}},\n", f);
 }
 
+/* Each bounded table: its cap and what it left out once full. */
+static void write_bounds(FILE *f, const frozen *fz)
+{
+    uint64_t stacks, modules;
+    vt_stack_count(&stacks);
+    vt_module_count(&modules);
+    const struct {
+        const char *name;
+        uint64_t cap, dropped;
+    } b[] = {
+        {"timeline", VT_TIMELINE_MAX, fz->left_out.timeline},
+        {"samples", VT_MAX_SAMPLES, fz->left_out.samples},
+        {"oom_events", VT_MAX_OOMS, fz->left_out.oom_events},
+        {"pools", VT_MAX_POOLS, fz->left_out.pools},
+        {"devices", VT_MAX_DEVICES, fz->left_out.devices},
+        {"stacks", VT_MAX_STACKS, stacks},
+        {"modules", VT_MAX_MODULES, modules},
+        {"python_locations", VT_PYSTACK_MAX_LOCS, vt_pystack_dropped()},
+    };
+    fputs("\"bounds\": {", f);
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        fprintf(f, "%s\"%s\": {\"cap\": %llu, \"dropped\": %llu}", i ? ", " : "", b[i].name,
+                (unsigned long long)b[i].cap, (unsigned long long)b[i].dropped);
+    fputs("},\n", f);
+}
+
 /* Every module a site may refer to: those recorded so far, which the sites written before
  * this include. */
 static void write_modules(FILE *f)
@@ -334,6 +365,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
             vt_cfg.stacks ? "true" : "false",
             vt_cfg.stacks && vt_cfg.python_stacks ? "true" : "false", vt_cfg.depth);
     write_counters(f, &fz->c);
+    write_bounds(f, fz);
     write_devices(f, fz);
     char host[256];
     vt_host_name(host, sizeof host);

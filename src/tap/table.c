@@ -1,3 +1,5 @@
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,15 +194,29 @@ static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, i
     return r;
 }
 
-static int device_ok(int device)
+/* Before the lock (it says so on stderr): whether the device's ordinal is one recorded. */
+static int device_in_range(int device)
 {
     if (device >= 0 && device < VT_MAX_DEVICES)
         return 1;
-    vt_state.c.dropped++;
-    vt_warn_once("device ordinal %d is beyond what vramtap records (%d); its memory is not "
-                 "counted",
-                 device, VT_MAX_DEVICES);
+    if (device < 0)
+        vt_warn_once("the driver could not say which device an allocation is on; it is not "
+                     "counted");
+    else
+        vt_warn_once("device ordinal %d is beyond what vramtap records (%d); its memory is not "
+                     "counted",
+                     device, VT_MAX_DEVICES);
     return 0;
+}
+
+/* With the lock: counts an allocation on a device beyond the bound. */
+static int device_ok(int in_range)
+{
+    if (!in_range) {
+        vt_state.c.dropped++;
+        vt_state.left_out.devices++;
+    }
+    return in_range;
 }
 
 /* The key came back without a release vramtap saw (freed through a route it does not hook, or
@@ -217,9 +233,9 @@ static void drop_stale(vt_rec **table, uintptr_t key)
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
     uint32_t site = vt_stack_here();
-    int flags = 0;
+    int flags = 0, in_range = device_in_range(device);
     vt_lock();
-    if (device_ok(device)) {
+    if (device_ok(in_range)) {
         drop_stale(&vt_state.live, addr);
         vt_rec *r = insert(&vt_state.live, addr, api, kind, device, size, site);
         if (r) {
@@ -319,6 +335,8 @@ void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom)
             vt_state.nooms++;
             pending_ooms++;
             post_mortem = o->n <= vt_cfg.oom_max ? o->n : 0;
+        } else {
+            vt_state.left_out.oom_events++;
         }
     }
     vt_unlock();
@@ -361,9 +379,10 @@ static void vmm_maybe_free(vt_rec *r)
 void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
 {
     uint32_t site = vt_stack_here();
+    int in_range = device_in_range(device);
     vt_lock();
     vt_state.c.vmm_creates++;
-    if (device_ok(device)) {
+    if (device_ok(in_range)) {
         drop_stale(&vt_state.vmm, handle);
         vt_rec *r =
             insert(&vt_state.vmm, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site);
@@ -469,7 +488,42 @@ void vt_note_pool(int device, uintptr_t pool)
         known |= d->pools[i] == pool;
     if (!known && d->npools < VT_MAX_POOLS)
         d->pools[d->npools++] = pool;
+    else if (!known)
+        vt_state.left_out.pools++;
     vt_unlock();
+}
+
+/* Samplers reading pools they listed: a destroyed pool waits for them before it goes. */
+static atomic_int pool_readers;
+
+int vt_pools_listed(int device, uintptr_t *out, int max)
+{
+    vt_lock();
+    const vt_device *d = &vt_state.dev[device];
+    int n = d->npools < max ? d->npools : max;
+    memcpy(out, d->pools, (size_t)n * sizeof *out);
+    atomic_fetch_add(&pool_readers, 1);
+    vt_unlock();
+    return n;
+}
+
+void vt_pools_read(void)
+{
+    atomic_fetch_sub(&pool_readers, 1);
+}
+
+void vt_note_pool_destroy(uintptr_t pool)
+{
+    vt_lock();
+    for (int dev = 0; dev < VT_MAX_DEVICES; dev++) {
+        vt_device *d = &vt_state.dev[dev];
+        for (int i = 0; i < d->npools; i++)
+            if (d->pools[i] == pool)
+                d->pools[i--] = d->pools[--d->npools];
+    }
+    vt_unlock();
+    while (atomic_load(&pool_readers))
+        sched_yield();
 }
 
 void vt_span_open_locked(uint8_t phase, uint64_t now)
@@ -491,7 +545,7 @@ void vt_span_close_locked(uint64_t now)
     s->end = now;
     for (int d = 0; d < VT_MAX_DEVICES; d++)
         s->live_end[d] = vt_state.dev[d].live;
-    if (s->step < VT_TIMELINE_STEPS) {
+    if (s->step < VT_TIMELINE_STEPS && vt_state.nspans < VT_TIMELINE_MAX) {
         if (vt_state.nspans == vt_state.capspans) {
             size_t cap = vt_state.capspans ? vt_state.capspans * 2 : 64;
             vt_span *n = realloc(vt_state.spans, cap * sizeof *n);
@@ -505,6 +559,7 @@ void vt_span_close_locked(uint64_t now)
         vt_state.spans[vt_state.nspans++] = *s;
         return;
     }
+    vt_state.left_out.timeline++;
     if (!vt_state.folded.instances)
         vt_state.folded.first_step = s->step;
     vt_state.folded.instances++;

@@ -120,7 +120,17 @@ typedef struct {
 } vt_oom;
 
 #define VT_MAX_OOMS 256
+/* The timeline keeps a record per phase instance of the first VT_TIMELINE_STEPS steps, and at
+ * most VT_TIMELINE_MAX records in all (VT_TIMELINE_MAX * sizeof(vt_span), about 800 KiB: marks
+ * that never advance the step, as in inference servers, must not grow it); later instances are
+ * folded into the summary. */
 #define VT_TIMELINE_STEPS 64
+#define VT_TIMELINE_MAX 1024
+
+/* What each bounded table of the books left out once full (the snapshot's "bounds"). */
+typedef struct {
+    uint64_t timeline, samples, oom_events, pools, devices;
+} vt_left_out;
 
 /* Everything below is guarded by vt_state.lock. */
 typedef struct {
@@ -140,7 +150,7 @@ typedef struct {
     uint32_t step, instance;
     int markers;    /* any phase ever opened */
     vt_span open;   /* the phase instance in progress (valid while phase is in-phase) */
-    vt_span *spans; /* closed phase instances of the first VT_TIMELINE_STEPS steps */
+    vt_span *spans; /* closed phase instances kept as records (see VT_TIMELINE_MAX) */
     size_t nspans, capspans;
     struct {
         uint64_t instances;
@@ -150,6 +160,7 @@ typedef struct {
     vt_oom ooms[VT_MAX_OOMS];
     int nooms;
     int made_device_alloc;
+    vt_left_out left_out;
     int freezing;        /* a copy in steps is under way (freeze.c) */
     uint32_t freeze_gen; /* the number of the latest */
 } vt_state_t;
@@ -176,6 +187,13 @@ VT_HIDDEN void vt_note_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle);
 VT_HIDDEN void vt_note_vmm_unmap(uintptr_t addr, uint64_t size);
 /* A pool allocated from explicitly: its figures join the device's default pool's. */
 VT_HIDDEN void vt_note_pool(int device, uintptr_t pool);
+/* The program destroys `pool` (called before the real destroy): it is never queried again.
+ * Returns once no sampler is reading the pools it listed before. */
+VT_HIDDEN void vt_note_pool_destroy(uintptr_t pool);
+/* The device's explicit pools, for the sampler to read outside the lock, at most `max`; each
+ * vt_pools_listed() is followed by one vt_pools_read() once the reading is done. */
+VT_HIDDEN int vt_pools_listed(int device, uintptr_t *out, int max);
+VT_HIDDEN void vt_pools_read(void);
 
 /* Phases (called with the lock held by phase.c). */
 VT_HIDDEN vt_mark vt_mark_now_locked(void);

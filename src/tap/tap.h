@@ -17,26 +17,32 @@
 /* Devices beyond this ordinal are counted in `dropped`, not recorded. */
 #define VT_MAX_DEVICES 32
 
-/* Every API that makes or releases memory, in snapshot spelling. */
+/* Every API that makes memory, in snapshot spelling; `framework` is an out-of-memory error
+ * raised by the framework without a failed call. One list: the enum and the names. */
+#define VT_APIS(X)                                                                                 \
+    X(cudaMalloc)                                                                                  \
+    X(cudaMallocAsync)                                                                             \
+    X(cudaMallocFromPoolAsync)                                                                     \
+    X(cudaMallocManaged)                                                                           \
+    X(cudaMallocPitch)                                                                             \
+    X(cudaMalloc3D)                                                                                \
+    X(cudaMallocHost)                                                                              \
+    X(cudaHostAlloc)                                                                               \
+    X(cuMemAlloc_v2)                                                                               \
+    X(cuMemAllocPitch_v2)                                                                          \
+    X(cuMemAllocManaged)                                                                           \
+    X(cuMemAllocAsync)                                                                             \
+    X(cuMemAllocFromPoolAsync)                                                                     \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemHostAlloc)                                                                              \
+    X(cuMemAllocHost_v2)                                                                           \
+    X(framework)
+
 typedef enum {
-    VT_API_cudaMalloc,
-    VT_API_cudaMallocAsync,
-    VT_API_cudaMallocFromPoolAsync,
-    VT_API_cudaMallocManaged,
-    VT_API_cudaMallocPitch,
-    VT_API_cudaMalloc3D,
-    VT_API_cudaMallocHost,
-    VT_API_cudaHostAlloc,
-    VT_API_cuMemAlloc_v2,
-    VT_API_cuMemAllocPitch_v2,
-    VT_API_cuMemAllocManaged,
-    VT_API_cuMemAllocAsync,
-    VT_API_cuMemAllocFromPoolAsync,
-    VT_API_cuMemCreate,
-    VT_API_cuMemHostAlloc,
-    VT_API_cuMemAllocHost_v2,
-    VT_API_framework, /* an out-of-memory error raised by the framework without a failed call */
-    VT_API_COUNT
+#define VT_API_ENUM(name) VT_API_##name,
+    VT_APIS(VT_API_ENUM)
+#undef VT_API_ENUM
+        VT_API_COUNT
 } vt_api;
 
 typedef enum { VT_KIND_DEVICE, VT_KIND_MANAGED, VT_KIND_POOL, VT_KIND_VMM, VT_KIND_HOST } vt_kind;

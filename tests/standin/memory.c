@@ -2,6 +2,7 @@
  * pools, and what a pointer is. */
 #include "driver.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static size_t round_up(size_t n, size_t to)
@@ -365,6 +366,11 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     struct books *b = lock_books();
     struct CUmemPoolHandle_st *p = live_pool(b, pool);
     CUresult r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    /* On NVIDIA's driver a destroyed pool's handle is freed memory: the query is undefined and
+     * may crash. The stand-in answers an error and says so, for the tests to see. */
+    if (!p)
+        fprintf(stderr, "standin: cuMemPoolGetAttribute on a pool that is not live (%p)\n",
+                (void *)pool);
     if (p) {
         switch (attr) {
         case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
@@ -405,6 +411,11 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     struct books *b = lock_books();
     struct CUmemPoolHandle_st *p = live_pool(b, pool);
     CUresult r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    /* On NVIDIA's driver a destroyed pool's handle is freed memory: the query is undefined and
+     * may crash. The stand-in answers an error and says so, for the tests to see. */
+    if (!p)
+        fprintf(stderr, "standin: cuMemPoolGetAttribute on a pool that is not live (%p)\n",
+                (void *)pool);
     if (p) {
         switch (attr) {
         case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
