@@ -3,7 +3,7 @@
 # otherwise names them and fails.
 vt_install_deps() {
     local debs=(gcc meson ninja-build pkg-config libunwind-dev uthash-dev libjansson-dev
-                zlib1g-dev python3 python3-torch clang-14 libclang-rt-14-dev chromium)
+                zlib1g-dev libdw-dev python3 python3-torch clang-14 libclang-rt-14-dev chromium)
     local missing=() d
     for d in "${debs[@]}"; do
         dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q 'install ok installed' || missing+=("$d")

@@ -82,11 +82,42 @@ static int group_by_birth(const vt_snapshot *snap, int device, vt_bill *bill)
     return 0;
 }
 
-static int load_shown_sites(vt_snapshot *snap, const vt_site_total *t, size_t n, vt_err *err)
+/* Sites whose labels read the same are one row to the reader: among the largest sites (a few
+ * times as many as are shown), rows with the same label are merged and the rows re-sorted.
+ * Loads the frames of every site it looks at. */
+static int merge_labels(vt_snapshot *snap, vt_site_total *t, size_t *nshown, size_t *n,
+                        size_t top_n, vt_err *err)
 {
-    for (size_t i = 0; i < n; i++)
-        if (t[i].site >= 0 && vt_site_load(snap, (size_t)t[i].site, err))
+    size_t look = *n < top_n * 4 + 16 ? *n : top_n * 4 + 16, out = 0;
+    if (!top_n)
+        look = 0;
+    char(*labels)[VT_LABEL_MAX] = malloc((look ? look : 1) * sizeof *labels);
+    if (!labels) {
+        vt_err_set(err, "%s: out of memory", snap->path);
+        return -1;
+    }
+    for (size_t i = 0; i < look; i++) {
+        if (t[i].site >= 0 && vt_site_load(snap, (size_t)t[i].site, err)) {
+            free(labels);
             return -1;
+        }
+        vt_site_label(snap, t[i].site, labels[out]);
+        size_t j = 0;
+        while (j < out && strcmp(labels[j], labels[out]))
+            j++;
+        if (j < out) {
+            t[j].bytes += t[i].bytes;
+            t[j].count += t[i].count;
+        } else {
+            t[out++] = t[i];
+        }
+    }
+    free(labels);
+    /* merged rows only grew: they still come before every row not looked at */
+    qsort(t, out, sizeof *t, by_bytes_desc);
+    memmove(t + out, t + look, (*n - look) * sizeof *t);
+    *n -= look - out;
+    *nshown = *n < top_n ? *n : top_n;
     return 0;
 }
 
@@ -130,9 +161,9 @@ int vt_bill_build(vt_snapshot *snap, const vt_device *dev, size_t top_n, vt_bill
     free(bytes);
     free(count);
     for (int c = 0; c < VT_NCATS; c++)
-        if (load_shown_sites(snap, bill->top[c], bill->ntop[c], err))
+        if (merge_labels(snap, bill->top[c], &bill->ntop[c], &bill->nsites_in[c], top_n, err))
             goto fail;
-    if (load_shown_sites(snap, bill->top_all, bill->ntop_all, err))
+    if (merge_labels(snap, bill->top_all, &bill->ntop_all, &bill->nsites_all, top_n, err))
         goto fail;
     return 0;
 

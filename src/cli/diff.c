@@ -20,7 +20,8 @@ static void usage(FILE *out)
             "options:\n"
             "  --json       the same facts as JSON (docs/report-json.md)\n"
             "  --top N      sites shown that grew and that shrank (default %d)\n"
-            "  --device N   only device N\n",
+            "  --device N   only device N\n"
+            "  --all-frames site labels keep the frames that are folded by default\n",
             VT_DEFAULT_TOP);
 }
 

@@ -1,5 +1,5 @@
-/* Naming sites and frames for people: the one-line label of a site, folded-stack frame names,
- * and the command line. */
+/* Naming sites and frames for people: the one-line label of a site (starting at the user's
+ * first frame), folded-stack frame names, and the command line. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,18 +16,54 @@ static bool library_file(const char *file)
                     strstr(file, "/lib/python3") || strstr(file, "\\Lib\\") || file[0] == '<');
 }
 
-/* Frames inside the CUDA libraries and vramtap say only that memory was allocated. */
-static bool cuda_module(const char *module)
+static bool starts(const char *s, const char *const *prefixes, size_t n)
 {
-    static const char *const prefixes[] = {"libcudart", "libcuda.", "libvramtap", "libcudadevrt"};
-    if (!module)
-        return false;
-    const char *base = strrchr(module, '/');
-    base = base ? base + 1 : module;
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-        if (!strncmp(base, prefixes[i], strlen(prefixes[i])))
+    for (size_t i = 0; s && i < n; i++)
+        if (!strncmp(s, prefixes[i], strlen(prefixes[i])))
             return true;
     return false;
+}
+
+#define STARTS(s, list) starts(s, list, sizeof list / sizeof list[0])
+
+/* Frames that only say memory was allocated, or that a program or thread started: the C
+ * library's start-up, the CUDA runtime and driver, vramtap itself, and the framework's
+ * allocator and dispatch plumbing between the user's call and the allocation. */
+static bool folded(const vt_frame *f)
+{
+    static const char *const modules[] = {"libcudart", "libcuda.", "libvramtap", "libcudadevrt",
+                                          "libc.so",   "ld-linux", "libpthread", "ld64.so"};
+    static const char *const startup[] = {
+        "_start",  "__libc_start_main", "__libc_start_call_main", "start_thread", "clone", "clone3",
+        "__clone", "__clone3"};
+    static const char *const plumbing[] = {
+        "c10::cuda::", "c10::CachingDeviceAllocator", "c10::impl::", "c10::Dispatcher",
+        "c10::BoxedKernel", "c10::KernelFunction", "c10::TensorImpl", "c10::StorageImpl",
+        "c10::make_intrusive", "at::detail::empty", "at::detail::_empty", "at::native::empty",
+        "at::empty", "at::_ops::", "at::(anonymous namespace)::", "at::TensorIteratorBase::",
+        "torch::autograd::VariableType::", "cudart::", "__cudart",
+        /* profiler ops of imported traces */
+        "aten::empty", "<built-in method _record_function_enter"};
+    if (f->python)
+        return false;
+    const char *base = f->module ? strrchr(f->module, '/') : NULL;
+    base = base ? base + 1 : f->module;
+    if (STARTS(base, modules))
+        return true;
+    const char *name = f->symbol ? f->symbol : f->function;
+    if (!name)
+        return false;
+    for (size_t i = 0; i < sizeof startup / sizeof startup[0]; i++)
+        if (!strcmp(name, startup[i]))
+            return true;
+    return STARTS(name, plumbing);
+}
+
+static bool all_frames;
+
+void vt_labels_all_frames(bool all)
+{
+    all_frames = all;
 }
 
 static bool separator(char c)
@@ -56,14 +92,32 @@ static void cut(char *buf, size_t max)
     memcpy(buf + n, "...", 4);
 }
 
+/* Bytes of a C++ name without its parameter list: "ns::f(int, std::vector<...>) const" is
+ * "ns::f" in a label. */
+static int without_args(const char *name)
+{
+    int n = (int)strlen(name), depth = 0;
+    if (n >= 6 && !strcmp(name + n - 6, " const"))
+        n -= 6;
+    if (!n || name[n - 1] != ')')
+        return (int)strlen(name);
+    for (int i = n - 1; i >= 0; i--) {
+        depth += (name[i] == ')') - (name[i] == '(');
+        if (!depth)
+            return i;
+    }
+    return (int)strlen(name);
+}
+
 static void frame_text(const vt_frame *f, char *buf, size_t len)
 {
     int n;
-    if (f->python)
-        n = snprintf(buf, len, "%s:%lld %s", short_path(f->file), (long long)f->line,
-                     f->function ? f->function : "?");
+    const char *fn = f->python ? f->function : f->function ? f->function : f->symbol;
+    if (f->file) /* Python, or native with debug information */
+        n = snprintf(buf, len, "%s:%lld %.*s", short_path(f->file), (long long)f->line,
+                     fn ? (f->python ? (int)strlen(fn) : without_args(fn)) : 1, fn ? fn : "?");
     else if (f->symbol)
-        n = snprintf(buf, len, "%s", f->symbol);
+        n = snprintf(buf, len, "%.*s", without_args(f->symbol), f->symbol);
     else
         n = snprintf(buf, len, "%s+%s", f->module ? f->module : "?", f->offset ? f->offset : "?");
     /* C++ symbols run to hundreds of characters; the label keeps their start */
@@ -71,12 +125,22 @@ static void frame_text(const vt_frame *f, char *buf, size_t len)
         cut(buf, len - 1);
 }
 
-/* The label holds LABEL_FRAMES frames of at most FRAME_CHARS bytes: callers give room. */
-static void append(char *buf, size_t *used, const vt_frame *f)
+/* The frames a label shows, innermost first: with Python frames, the innermost Python frame
+ * (it names the operation), then the user's own; without, the first native frames that are
+ * not folded. Returns how many were put in idx. */
+static size_t label_frames(const vt_site *s, size_t idx[LABEL_FRAMES])
 {
-    char text[FRAME_CHARS + 1];
-    frame_text(f, text, sizeof text);
-    *used += (size_t)sprintf(buf + *used, "%s%s", *used ? " < " : "", text);
+    size_t shown = 0;
+    bool any_python = false;
+    for (size_t i = 0; i < s->nframes; i++)
+        any_python |= s->frames[i].python;
+    for (size_t i = 0; i < s->nframes && shown < LABEL_FRAMES; i++) {
+        const vt_frame *f = &s->frames[i];
+        if (any_python ? !f->python || (shown && library_file(f->file)) : !all_frames && folded(f))
+            continue;
+        idx[shown++] = i;
+    }
+    return shown;
 }
 
 void vt_site_label(const vt_snapshot *snap, int32_t site, char buf[VT_LABEL_MAX])
@@ -88,37 +152,56 @@ void vt_site_label(const vt_snapshot *snap, int32_t site, char buf[VT_LABEL_MAX]
         return;
     }
     const vt_site *s = &snap->sites[site];
-    size_t used = 0, shown = 0;
-    bool any_python = false;
-    for (size_t i = 0; i < s->nframes; i++)
-        any_python |= s->frames[i].python;
-    if (any_python) {
-        /* the innermost Python frame names the operation; then the user's own frames */
-        for (size_t i = 0; i < s->nframes && shown < LABEL_FRAMES; i++) {
-            const vt_frame *f = &s->frames[i];
-            if (!f->python || (shown && library_file(f->file)))
-                continue;
-            append(buf, &used, f);
-            shown++;
-        }
-    } else {
-        for (size_t i = 0; i < s->nframes && shown < LABEL_FRAMES; i++) {
-            if (cuda_module(s->frames[i].module))
-                continue;
-            append(buf, &used, &s->frames[i]);
-            shown++;
-        }
+    size_t idx[LABEL_FRAMES], shown = label_frames(s, idx), used = 0;
+    for (size_t i = 0; i < shown; i++) {
+        char text[FRAME_CHARS + 1];
+        frame_text(&s->frames[idx[i]], text, sizeof text);
+        used += (size_t)sprintf(buf + used, "%s%s", used ? " < " : "", text);
     }
     if (!shown)
         snprintf(buf, VT_LABEL_MAX, "%s",
-                 s->nframes ? "(only CUDA library frames)" : "(empty stack)");
+                 s->nframes ? "(only library frames: --all-frames shows them)" : "(empty stack)");
+}
+
+void vt_site_note_shown(const vt_snapshot *snap, int32_t site)
+{
+    if (site < 0)
+        return;
+    const vt_site *s = &snap->sites[site];
+    size_t idx[LABEL_FRAMES], shown = label_frames(s, idx);
+    for (size_t i = 0; i < shown; i++)
+        vt_lines_note_shown(snap, &s->frames[idx[i]]);
+}
+
+/* Columns a UTF-8 string takes, one per character. */
+static int columns(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+void vt_label_fit(char *buf, int width)
+{
+    if (width < 8)
+        width = 8;
+    if (columns(buf) <= width)
+        return;
+    size_t i = 0;
+    for (int col = 0; buf[i] && col < width - 3; col++)
+        for (i++; ((unsigned char)buf[i] & 0xc0) == 0x80; i++)
+            ;
+    memcpy(buf + i, "...", 4);
 }
 
 void vt_frame_name(const vt_frame *f, char *buf, size_t len)
 {
-    if (f->python)
-        snprintf(buf, len, "%s (%s:%lld)", f->function ? f->function : "?", f->file ? f->file : "?",
+    if (f->file) /* Python, or native with debug information */
+        snprintf(buf, len, "%s (%s:%lld)", f->function ? f->function : "?", f->file,
                  (long long)f->line);
+    else if (f->python)
+        snprintf(buf, len, "%s (?:%lld)", f->function ? f->function : "?", (long long)f->line);
     else if (f->symbol)
         snprintf(buf, len, "%s", f->symbol);
     else

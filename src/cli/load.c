@@ -839,7 +839,7 @@ static int index_sites(vt_snapshot *s, const vt_member *m, vt_err *err)
     return 0;
 }
 
-static int frame_fields(json_t *o, vt_frame *f, vt_err *err)
+static int frame_fields(const vt_snapshot *s, json_t *o, vt_frame *f, vt_err *err)
 {
     const char *type;
     if (!json_is_object(o))
@@ -847,6 +847,7 @@ static int frame_fields(json_t *o, vt_frame *f, vt_err *err)
     if (get_str(o, "type", REQUIRED, &type, err))
         return -1;
     f->line = -1;
+    f->module_id = -1;
     if (!strcmp(type, "python")) {
         f->python = true;
         return get_str(o, "file", NULLABLE, &f->file, err) ||
@@ -863,14 +864,49 @@ static int frame_fields(json_t *o, vt_frame *f, vt_err *err)
         f->module = type;
         return 0;
     }
-    return get_str(o, "module", NULLABLE, &f->module, err) ||
-                   get_str(o, "offset", NULLABLE, &f->offset, err) ||
-                   get_str(o, "symbol", NULLABLE, &f->symbol, err)
-               ? -1
-               : 0;
+    int64_t id;
+    if (get_str(o, "module", NULLABLE, &f->module, err) ||
+        get_str(o, "offset", NULLABLE, &f->offset, err) ||
+        get_str(o, "symbol", NULLABLE, &f->symbol, err) ||
+        get_int(o, "module_id", 0, INT32_MAX, NULLABLE, &id, err))
+        return -1;
+    for (size_t i = 0; id >= 0 && i < s->nmodules; i++)
+        if (s->modules[i].id == id)
+            f->module_id = (int32_t)i;
+    if (id >= 0 && f->module_id < 0) {
+        vt_err_set(err, "module_id: %lld is not the id of a module in modules[]", (long long)id);
+        return -1;
+    }
+    return 0;
 }
 
-static int site_fields(vt_site *site, size_t i, json_t *o, vt_err *err)
+/* Optional: snapshots from before it, and imports, have none. */
+static int load_modules(vt_snapshot *s, vt_err *err)
+{
+    json_t *mods;
+    if (get_container(s->root, "modules", JSON_ARRAY, NULLABLE, &mods, err))
+        return fail_file(s, err);
+    s->nmodules = mods ? json_array_size(mods) : 0;
+    s->modules = calloc(s->nmodules ? s->nmodules : 1, sizeof *s->modules);
+    if (!s->modules) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    for (size_t i = 0; i < s->nmodules; i++) {
+        json_t *m = json_array_get(mods, i);
+        vt_module *v = &s->modules[i];
+        if (!json_is_object(m))
+            wrong(err, "", "an object", m);
+        else if (!get_int(m, "id", 0, INT32_MAX, REQUIRED, &v->id, err) &&
+                 !get_str(m, "path", REQUIRED, &v->path, err) &&
+                 !get_str(m, "build_id", NULLABLE, &v->build_id, err))
+            continue;
+        return fail_at(s, err, "modules[%zu]", i);
+    }
+    return 0;
+}
+
+static int site_fields(const vt_snapshot *s, vt_site *site, size_t i, json_t *o, vt_err *err)
 {
     int64_t id;
     json_t *frames;
@@ -891,7 +927,7 @@ static int site_fields(vt_site *site, size_t i, json_t *o, vt_err *err)
         return -1;
     }
     for (size_t f = 0; f < site->nframes; f++)
-        if (frame_fields(json_array_get(frames, f), &site->frames[f], err))
+        if (frame_fields(s, json_array_get(frames, f), &site->frames[f], err))
             return fail_in(err, "frames[%zu]", f);
     return 0;
 }
@@ -914,7 +950,7 @@ int vt_site_load(vt_snapshot *s, size_t i, vt_err *err)
     json_t *o = parse_piece(s, (vt_piece){site->text, site->len}, err);
     if (!o)
         return -1;
-    if (site_fields(site, i, o, err)) {
+    if (site_fields(s, site, i, o, err) || vt_lines_expand(s, site, err)) {
         free(site->frames);
         site->frames = NULL;
         json_decref(o);
@@ -1131,7 +1167,8 @@ int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
     big_members big = {0};
     int r = -1;
     if (read_file(path, &s->buf, &s->buflen, err) || collect_members(s, &big, err) ||
-        check_format(s, err) || load_process(s, err) || load_devices(s, err))
+        check_format(s, err) || load_process(s, err) || load_devices(s, err) ||
+        load_modules(s, err))
         goto done;
     if (!big.have_sites || !big.have_allocations) {
         vt_err_set(err, "%s: %s: missing (expected an array)", path,
@@ -1156,11 +1193,13 @@ done:
 
 void vt_snapshot_free(vt_snapshot *s)
 {
+    vt_lines_free(s);
     for (size_t i = 0; i < s->nsites; i++) {
         free(s->sites[i].frames);
         json_decref(s->sites[i].json);
     }
     free(s->sites);
+    free(s->modules);
     free(s->allocs);
     free(s->windows);
     free(s->hevents);

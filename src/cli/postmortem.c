@@ -164,4 +164,5 @@ void vt_print_postmortem(FILE *out, vt_loaded *l)
     fputc('\n', out);
     for (size_t i = 0; i < n; i++)
         vt_print_wrapped(out, fprintf(out, "    %zu. ", i + 1), 7, items[i].text);
+    vt_print_lines_missing(out, s);
 }

@@ -31,8 +31,11 @@ static void usage(FILE *out)
             "               speedscope: 'cuda:D;category;outermost;...;innermost BYTES'\n"
             "  --top N      sites shown per category (default %d)\n"
             "  --device N   only device N\n"
+            "  --all-frames site labels keep the frames of the C library, CUDA, vramtap and the\n"
+            "               framework's allocator that are folded by default\n"
             "\n"
-            "Exit status: 0, or 2 for bad usage or a file that is not a readable snapshot.\n",
+            "Site labels fit COLUMNS (or the terminal). Exit status: 0, or 2 for bad usage or a "
+            "file that is not a readable snapshot.\n",
             VT_DEFAULT_TOP);
 }
 
@@ -49,11 +52,15 @@ static int parse_count(const char *s, long max, long *out)
 int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
                   void (*usage_fn)(FILE *out))
 {
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},      {"folded", no_argument, NULL, 'f'},
-        {"top", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                             {"folded", no_argument, NULL, 'f'},
+                                             {"top", required_argument, NULL, 't'},
+                                             {"device", required_argument, NULL, 'd'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"all-frames", no_argument, NULL, 'a'},
+                                             {NULL, 0, NULL, 0}};
     *o = (vt_report_opts){VT_DEFAULT_TOP, -1, false, false};
+    vt_labels_all_frames(false);
     opterr = 0;
     optind = 1;
     int c;
@@ -62,6 +69,9 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
         switch (c) {
         case 'j':
             o->json = true;
+            break;
+        case 'a':
+            vt_labels_all_frames(true);
             break;
         case 'f':
             if (!allow_folded)
@@ -133,7 +143,8 @@ int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_e
     for (size_t i = 0; i < s->ndevices; i++) {
         if (o->device >= 0 && s->devices[i].device != o->device)
             continue;
-        if (vt_bill_build(s, &s->devices[i], o->top_n, &l->bills[l->nbills], err)) {
+        /* folded stacks keep every site apart: no rows are shown, none merged */
+        if (vt_bill_build(s, &s->devices[i], o->folded ? 0 : o->top_n, &l->bills[l->nbills], err)) {
             vt_loaded_close(l);
             return -1;
         }
@@ -384,8 +395,11 @@ void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t,
     char b[32], label[VT_LABEL_MAX];
     for (size_t i = 0; i < n; i++) {
         vt_site_label(s, t[i].site, label);
-        fprintf(out, "      %12s %7lld x  %s\n", vt_fmt_bytes(b, t[i].bytes), (long long)t[i].count,
-                label);
+        vt_site_note_shown(s, t[i].site);
+        int col = fprintf(out, "      %12s %7lld x  ", vt_fmt_bytes(b, t[i].bytes),
+                          (long long)t[i].count);
+        vt_label_fit(label, vt_term_width() - col);
+        fprintf(out, "%s\n", label);
     }
 }
 
@@ -475,10 +489,18 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
         /* ratios of zero say nothing about an inference run: say what they would mean */
         if (bill->cat_bytes[VT_CAT_GRADIENTS] || bill->cat_bytes[VT_CAT_OPTIMIZER_STATE])
             print_checks(out, bill);
-        else
-            fprintf(out,
-                    "\n  no gradients and no optimizer state were live at the peak: an inference "
-                    "run, or the\n  peak came before the first backward\n");
+        else {
+            /* a peak in or after a backward did not come before it */
+            bool after = bill->dev->peak_phase == VT_BACKWARD ||
+                         bill->dev->peak_phase == VT_OPTIMIZER || bill->dev->peak_step > 0;
+            fputc('\n', out);
+            vt_print_wrapped(out, fprintf(out, "  "), 2,
+                             after ? "no gradients and no optimizer state were live at the peak: "
+                                     "an inference run"
+                                   : "no gradients and no optimizer state were live at the peak: "
+                                     "an inference run, or the peak came before the first "
+                                     "backward");
+        }
     }
     print_sites(out, s, bill);
 }
@@ -515,6 +537,15 @@ void vt_print_report(FILE *out, vt_loaded *l)
     for (size_t i = 0; i < l->nbills; i++)
         print_device(out, l, &l->bills[i]);
     print_oom_events(out, s);
+    vt_print_lines_missing(out, s);
+}
+
+void vt_print_lines_missing(FILE *out, const vt_snapshot *s)
+{
+    char list[1024];
+    if (!*vt_lines_missing(s, list, sizeof list))
+        return;
+    vt_print_wrapped(out, fprintf(out, "\nsites without file and line: "), 2, list);
 }
 
 /* --- the command ------------------------------------------------------------------------ */

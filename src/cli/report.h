@@ -34,6 +34,8 @@ void vt_print_device_title(FILE *out, const vt_device *d);
 void vt_print_peak(FILE *out, const char *label, const vt_device *d);
 void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill);
 void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n);
+/* Names the modules of shown frames that have no file and line, and why. */
+void vt_print_lines_missing(FILE *out, const vt_snapshot *s);
 /* the post-mortem of a kind "oom" snapshot (postmortem.c) */
 void vt_print_postmortem(FILE *out, vt_loaded *l);
 /* What to try first after an out-of-memory failure, given the category that dominates the

@@ -75,13 +75,27 @@ typedef struct {
     size_t listed_count;
 } vt_device;
 
-/* One stack frame, innermost first as in the file. Strings point into the snapshot. */
+/* One stack frame, innermost first as in the file. Strings point into the snapshot. A native
+ * frame whose module has debug information also gets file, function and line (lines.c), and a
+ * call inlined into it becomes a frame of its own before it, marked inlined. */
 typedef struct {
     bool python;
+    bool inlined;                         /* native: a call the compiler inlined here */
     const char *module, *symbol, *offset; /* native */
-    const char *file, *function;          /* python */
+    int32_t module_id;                    /* native: index into modules, -1 when unknown */
+    const char *file, *function;          /* python, and native with debug information */
     int64_t line;
 } vt_frame;
+
+/* A shared object or program as mapped in the profiled process: where the command finds its
+ * debug information. */
+typedef struct {
+    int64_t id;
+    const char *path, *build_id; /* build_id: lowercase hex, NULL when unknown */
+} vt_module;
+
+/* The resolver of native frames to file and line (lines.c), owned by the snapshot. */
+typedef struct vt_lines vt_lines;
 
 /* Sites are parsed on first use: a report prints a handful of them, and parsing all stacks of
  * a large snapshot would cost more than everything else together. */
@@ -158,6 +172,9 @@ typedef struct {
     size_t nallocs;
     vt_site *sites;
     size_t nsites;
+    vt_module *modules;
+    size_t nmodules;
+    vt_lines *lines; /* NULL until a site with module ids is loaded */
     vt_oom *oom_events;
     size_t noom_events;
     bool has_oom;
@@ -185,6 +202,20 @@ const vt_device *vt_snapshot_device(const vt_snapshot *snap, int device);
 int vt_site_load(vt_snapshot *snap, size_t i, vt_err *err);
 /* Parses every site, on every CPU (folded stacks and diffs need them all). */
 int vt_sites_load_all(vt_snapshot *snap, vt_err *err);
+
+/* --- lines.c: native frames to file and line ---------------------------------------------- */
+
+/* Replaces the native frames of a site that name a module by what the module's DWARF says: the
+ * function, file and line of the call, inlined calls first. Frames of modules without debug
+ * information, or whose file changed since the run, stay as they are. Thread-safe. */
+int vt_lines_expand(vt_snapshot *snap, vt_site *site, vt_err *err);
+void vt_lines_free(vt_snapshot *snap);
+/* A frame shown to the user had no line information: its module is named by vt_lines_missing. */
+void vt_lines_note_shown(const vt_snapshot *snap, const vt_frame *f);
+/* For the modules of shown frames that could not be resolved, what is missing and what to do:
+ * "train_sim has no debug information (build it with -g, ...); libfoo.so changed since the
+ * run (...)"; "" when none. */
+const char *vt_lines_missing(const vt_snapshot *snap, char *buf, size_t len);
 
 /* --- classify.c: DESIGN.md's category table --------------------------------------------- */
 
@@ -310,9 +341,11 @@ void vt_term_init(void);
 const char *vt_on(vt_style s);
 const char *vt_cat_on(vt_category c);
 const char *vt_off(void);
+/* Columns of the output: COLUMNS, else the terminal's width, else 100. */
+int vt_term_width(void);
 /* Prints text from column col (the caller has printed that much, a separating space included),
- * wrapped before column VT_WRAP with continuation lines indented to `indent`; ends the line. */
-#define VT_WRAP 100
+ * wrapped before column vt_term_width() with continuation lines indented to `indent`; ends the
+ * line. */
 void vt_print_wrapped(FILE *out, int col, int indent, const char *text);
 /* A bar of `width` cells filled to part/whole. */
 void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width);
@@ -320,9 +353,16 @@ void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width);
 /* --- frames.c: naming sites ------------------------------------------------------------- */
 
 /* A one-line label for a site: its innermost Python frames, else its innermost native frames
- * outside the CUDA libraries. buf holds VT_LABEL_MAX bytes. */
+ * that are the user's (the C library's start-up, the CUDA libraries, vramtap and the framework's
+ * allocator and dispatch plumbing are folded unless vt_labels_all_frames(true)). buf holds
+ * VT_LABEL_MAX bytes. */
 #define VT_LABEL_MAX 256
 void vt_site_label(const vt_snapshot *snap, int32_t site, char buf[VT_LABEL_MAX]);
+void vt_labels_all_frames(bool all);
+/* The site's label is on screen: the modules of its frames without lines get named. */
+void vt_site_note_shown(const vt_snapshot *snap, int32_t site);
+/* Cuts a label to `width` columns, ending it in "...". */
+void vt_label_fit(char *buf, int width);
 /* One frame as a folded-stack element (no ';' or newline). */
 void vt_frame_name(const vt_frame *f, char *buf, size_t len);
 /* "python train.py --bs 8", arguments quoted for a shell when needed. */

@@ -5,6 +5,7 @@
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "snapshot.h"
@@ -53,13 +54,27 @@ void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width)
         fputs(i < filled ? (blocks ? "\u2588" : "#") : (blocks ? "\u2591" : "."), out);
 }
 
+int vt_term_width(void)
+{
+    const char *env = getenv("COLUMNS");
+    char *end;
+    long n = env && *env ? strtol(env, &end, 10) : 0;
+    if (n >= 20 && n <= 1000 && !*end)
+        return (int)n;
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO) && !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col >= 20)
+        return ws.ws_col;
+    return 100;
+}
+
 void vt_print_wrapped(FILE *out, int col, int indent, const char *text)
 {
+    int wrap = vt_term_width();
     bool first = true; /* of its line: no space before it */
     for (const char *p = text; *p;) {
         const char *w = strchr(p, ' ');
         int len = w ? (int)(w - p) : (int)strlen(p);
-        if (!first && col + 1 + len > VT_WRAP) {
+        if (!first && col + 1 + len > wrap) {
             fprintf(out, "\n%*s", indent, "");
             col = indent;
         } else if (!first) {

@@ -153,6 +153,40 @@ def case_imported():
     has(out, "    device used                     - not sampled\n", "no device figure")
     has(out, "  no gradients and no optimizer state were live at the peak: an inference run", "no checks")
     eq("checks" in out, False, "ratios of zero are not shown as checks")
+    eq("before the first backward" in out, False, "a peak in step 2 came after a backward")
+    # A peak inside the first backward did not come before it.
+    with open(d("imported.json")) as f:
+        doc = json.load(f)
+    doc["devices"][0].update(peak_phase="backward", peak_step=0)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(doc, f)
+    out = run("report", f.name).stdout
+    os.unlink(f.name)
+    has(out, "no gradients and no optimizer state were live at the peak: an inference run\n",
+        "peak in backward")
+    eq("before the first backward" in out, False, "a peak in backward is not before it")
+
+
+def case_native_frames():
+    """Labels start at the user's first frame: allocator, dispatch, CUDA and start-up frames
+    folded, identical labels one row, lines cut to COLUMNS; --all-frames keeps everything."""
+    def labels(*opts):
+        sites = report(*opts, d("native_frames.json"))["devices"][0]["top_sites"]["activations"]
+        return [(s["label"], s["bytes"], s["count"]) for s in sites]
+    eq(labels(), [("torch::autograd::generated::MulBackward0::apply < torch::autograd::Node::operator() "
+                   "< torch::autograd::Engine::evaluate_function", 3 * KiB, 2),
+                  ("alloc < main", 512, 1),
+                  ("(only library frames: --all-frames shows them)", 256, 1)], "folded labels")
+    eq([l[0] for l in labels("--all-frames")],
+       ["cudaMalloc < c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc < "
+        "at::detail::_empty_generic<long>",
+        "cudaMalloc < c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc < "
+        "at::detail::empty_generic",
+        "cudaMalloc < alloc < main", "cudaMalloc < libcuda.so.1+0x99 < start_thread"], "--all-frames")
+    for width in (80, 100, 132):
+        out = run("report", d("native_frames.json"), env=dict(os.environ, COLUMNS=str(width))).stdout
+        eq(max(len(l) for l in out.splitlines()) <= width, True, "lines fit COLUMNS=%d:\n%s" % (width, out))
+        has(out, "3.00 KiB       2 x  torch::autograd::generated::MulBackward0::apply", "merged row")
 
 
 # --- out of memory ------------------------------------------------------------------------

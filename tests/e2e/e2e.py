@@ -9,6 +9,7 @@ must find exactly that.
     e2e.py ranks                   two ranks: one line each, the heavier named
     e2e.py signatures              the same code path, the same signatures in two runs
     e2e.py messages                what `vramtap run` says on stderr, start and exit
+    e2e.py lines                   sites named by file and line from the program's DWARF
 """
 import glob
 import json
@@ -281,10 +282,101 @@ def messages():
             os.unlink(f)
 
 
+def build_id(path):
+    """The GNU build id of an ELF file, in lowercase hex (None without one)."""
+    import struct
+    with open(path, "rb") as f:
+        elf = f.read()
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3a)
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        kind, = struct.unpack_from("<I", elf, sh + 4)
+        off, size = struct.unpack_from("<QQ", elf, sh + 0x18)
+        pos = off
+        while kind == 7 and pos + 12 <= off + size:  # SHT_NOTE
+            namesz, descsz, ntype = struct.unpack_from("<III", elf, pos)
+            name = elf[pos + 12:pos + 12 + namesz]
+            desc_at = pos + 12 + ((namesz + 3) & ~3)
+            if ntype == 3 and name == b"GNU\0":  # NT_GNU_BUILD_ID
+                return elf[desc_at:desc_at + descsz].hex()
+            pos = desc_at + ((descsz + 3) & ~3)
+    return None
+
+
+def with_modules(snap, path, bid, out):
+    """The snapshot with a modules list naming the program at `path` (build id `bid`), as the
+    library records it."""
+    with open(snap) as f:
+        doc = json.load(f)
+    doc["modules"] = [{"id": 0, "path": path, "build_id": bid, "base": "0x0"}]
+    for site in doc["sites"]:
+        for fr in site["frames"]:
+            if fr.get("module") == os.path.basename(SIM):
+                fr["module_id"] = 0
+    with open(out, "w") as f:
+        json.dump(doc, f)
+    return out
+
+
+def source_line(text):
+    """The line of train_sim.c holding `text`."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_sim.c")) as f:
+        found = [i + 1 for i, l in enumerate(f) if text in l]
+    expect(len(found), 1, "lines of train_sim.c holding %r" % text)
+    return found[0] if found else -1
+
+
+def lines():
+    """Frames resolved to function, file and line from the module path and build id the
+    snapshot records; the C library's start-up folded; what is missing said."""
+    _, snap, out = run_sim(["--batch", "4"])
+    if not snap:
+        failures.append("no snapshot written")
+        return
+    at = "e2e/train_sim.c:%d " % source_line("if (cudaMalloc(&p, size) != cudaSuccess)")
+    want = {
+        "parameters": at + "alloc < e2e/train_sim.c:%d main" % source_line(
+            "cache = alloc(1 * MiB, PARAM)"),
+        "gradients": at + "alloc < e2e/train_sim.c:%d backward_worker" % source_line(
+            "grads[l] = alloc(4 * MiB, GRAD)"),
+        "optimizer_state": "e2e/train_sim.c:%d main" % source_line("driver_alloc(&p, 4 * MiB)"),
+    }
+    bid = build_id(SIM)
+    expect(bool(bid), True, "train_sim has a build id")
+    resolved = with_modules(snap, SIM, bid, os.path.join(out, "resolved.json"))
+    sites = report_json(resolved)["devices"][0].get("top_sites", {})
+    got = {c: [s["label"] for s in sites.get(c, [])] for c in want}
+    expect(got["gradients"], [want["gradients"]], "gradient site")
+    expect(got["optimizer_state"], [want["optimizer_state"]], "optimizer state site")
+    expect(want["parameters"] in got["parameters"], True,
+           "the lazily built parameter's site among %r" % got["parameters"])
+    text = cli(["report", resolved])
+    expect("sites without file and line" in text, False, "nothing said missing:\n" + text)
+    expect("libc.so" in text or "__libc_start_main" in text, False,
+           "C library start-up folded:\n" + text)
+    expect("__libc_start_main" in cli(["report", "--all-frames", resolved]), True,
+           "--all-frames shows the C library's start-up")
+
+    # A copy without debug information, a program rebuilt since the run, the file gone.
+    stripped = os.path.join(out, "train_sim.stripped")
+    subprocess.run(["objcopy", "--strip-debug", SIM, stripped], check=True)
+    for path, bid2, said in ((stripped, bid, "train_sim.stripped has no debug information"),
+                             (SIM, "00" * 20, "train_sim changed since the run"),
+                             (out + "/gone", bid, "gone is not found (%s/gone)" % out)):
+        text = cli(["report", with_modules(snap, path, bid2, os.path.join(out, "m.json"))])
+        expect(said in text.replace("\n  ", " "), True, "%r said in:\n%s" % (said, text))
+        expect("e2e/train_sim.c" in text, False, "no file and line from %s" % path)
+    # The snapshot as it is, without modules: symbols, start-up still folded.
+    text = cli(["report", snap])
+    expect("alloc < main" in text and "libc.so" not in text, True, "unresolved labels:\n" + text)
+
+
 def main():
     what, args = sys.argv[1], sys.argv[2:]
     {"bill": lambda: bill(args), "diff": diff, "oom": oom, "ranks": ranks,
-     "signatures": signatures, "messages": messages}[what]()
+     "signatures": signatures, "messages": messages,
+     "lines": lines}[what]()
     finish(what)
 
 
