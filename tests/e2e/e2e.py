@@ -304,16 +304,13 @@ def build_id(path):
     return None
 
 
-def with_modules(snap, path, bid, out):
-    """The snapshot with a modules list naming the program at `path` (build id `bid`), as the
-    library records it."""
+def with_module(snap, path, bid, out):
+    """The snapshot with the program's entry in modules naming `path` and build id `bid`."""
     with open(snap) as f:
         doc = json.load(f)
-    doc["modules"] = [{"id": 0, "path": path, "build_id": bid, "base": "0x0"}]
-    for site in doc["sites"]:
-        for fr in site["frames"]:
-            if fr.get("module") == os.path.basename(SIM):
-                fr["module_id"] = 0
+    for m in doc.get("modules", []):
+        if m["path"] == os.path.realpath(SIM):
+            m.update(path=path, build_id=bid)
     with open(out, "w") as f:
         json.dump(doc, f)
     return out
@@ -329,11 +326,15 @@ def source_line(text):
 
 def lines():
     """Frames resolved to function, file and line from the module path and build id the
-    snapshot records; the C library's start-up folded; what is missing said."""
+    library records; the C library's start-up folded; what is missing said."""
     _, snap, out = run_sim(["--batch", "4"])
     if not snap:
         failures.append("no snapshot written")
         return
+    with open(snap) as f:
+        mods = {m["path"]: m["build_id"] for m in json.load(f).get("modules", [])}
+    bid = build_id(SIM)
+    expect(mods.get(os.path.realpath(SIM)), bid, "the program's module and build id recorded")
     at = "e2e/train_sim.c:%d " % source_line("if (cudaMalloc(&p, size) != cudaSuccess)")
     want = {
         "parameters": at + "alloc < e2e/train_sim.c:%d main" % source_line(
@@ -342,20 +343,18 @@ def lines():
             "grads[l] = alloc(4 * MiB, GRAD)"),
         "optimizer_state": "e2e/train_sim.c:%d main" % source_line("driver_alloc(&p, 4 * MiB)"),
     }
-    bid = build_id(SIM)
-    expect(bool(bid), True, "train_sim has a build id")
-    resolved = with_modules(snap, SIM, bid, os.path.join(out, "resolved.json"))
-    sites = report_json(resolved)["devices"][0].get("top_sites", {})
+    sites = report_json(snap)["devices"][0].get("top_sites", {})
     got = {c: [s["label"] for s in sites.get(c, [])] for c in want}
     expect(got["gradients"], [want["gradients"]], "gradient site")
     expect(got["optimizer_state"], [want["optimizer_state"]], "optimizer state site")
     expect(want["parameters"] in got["parameters"], True,
            "the lazily built parameter's site among %r" % got["parameters"])
-    text = cli(["report", resolved])
+    text = cli(["report", snap])
     expect("sites without file and line" in text, False, "nothing said missing:\n" + text)
     expect("libc.so" in text or "__libc_start_main" in text, False,
            "C library start-up folded:\n" + text)
-    expect("__libc_start_main" in cli(["report", "--all-frames", resolved]), True,
+    os.environ["COLUMNS"] = "400"
+    expect("libc_start" in cli(["report", "--all-frames", snap]), True,
            "--all-frames shows the C library's start-up")
 
     # A copy without debug information, a program rebuilt since the run, the file gone.
@@ -364,12 +363,11 @@ def lines():
     for path, bid2, said in ((stripped, bid, "train_sim.stripped has no debug information"),
                              (SIM, "00" * 20, "train_sim changed since the run"),
                              (out + "/gone", bid, "gone is not found (%s/gone)" % out)):
-        text = cli(["report", with_modules(snap, path, bid2, os.path.join(out, "m.json"))])
+        text = cli(["report", with_module(snap, path, bid2, os.path.join(out, "m.json"))])
         expect(said in text.replace("\n  ", " "), True, "%r said in:\n%s" % (said, text))
         expect("e2e/train_sim.c" in text, False, "no file and line from %s" % path)
-    # The snapshot as it is, without modules: symbols, start-up still folded.
-    text = cli(["report", snap])
-    expect("alloc < main" in text and "libc.so" not in text, True, "unresolved labels:\n" + text)
+        expect("alloc < main" in text and "libc.so" not in text, True,
+               "symbols, start-up still folded:\n" + text)
 
 
 def main():
