@@ -1,6 +1,7 @@
 /* `vramtap diff A B`: what a change of configuration did to the memory bill. Peaks and
- * categories side by side, the sites that grew or shrank most (matched by signature, which is
- * stable across runs), and the differences in command line and allocator environment. */
+ * categories side by side, the sites that grew or shrank most (matched by the files and
+ * functions of their labels, which survive edits elsewhere in the code), and the differences in
+ * command line and allocator environment. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,8 +15,10 @@ static void usage(FILE *out)
             "\n"
             "Compares two snapshots: each device's peak and categories side by side with the\n"
             "change, the phase and step of each peak, the allocation sites that grew or shrank\n"
-            "most (matched by stack signature), and the differences in command line and\n"
-            "allocator-related environment.\n"
+            "most, and the differences in command line and allocator-related environment\n"
+            "('unknown' where a snapshot does not record them). Sites are matched by the\n"
+            "files and functions of their labels' frames, lines only as a tie-break, so a line\n"
+            "moved in a caller keeps the match. Two identical files: 'identical'.\n"
             "\n"
             "options:\n"
             "  --json       the same facts as JSON (docs/report-json.md)\n"
@@ -25,42 +28,46 @@ static void usage(FILE *out)
             VT_DEFAULT_TOP);
 }
 
-/* --- sites matched by signature ----------------------------------------------------------- */
+/* --- sites matched by key ---------------------------------------------------------------- */
+
+/* The bytes of a site, or of several sites with one key and lines. */
+typedef struct {
+    char key[VT_LABEL_MAX * 2], lines[64];
+    int32_t site; /* a representative: the largest */
+    int64_t bytes;
+    bool matched;
+} keyed;
 
 typedef struct {
-    const char *signature; /* "" for allocations without a stack */
-    int32_t site_a, site_b;
+    const keyed *ka, *kb; /* either may be NULL: the site is on one side only */
     int64_t a, b;
 } sig_delta;
 
-typedef struct {
-    const char *signature;
-    int32_t site;
-    int64_t bytes;
-} sig_total;
-
-static int by_signature(const void *pa, const void *pb)
+static int by_key_lines(const void *pa, const void *pb)
 {
-    return strcmp(((const sig_total *)pa)->signature, ((const sig_total *)pb)->signature);
+    const keyed *a = pa, *b = pb;
+    int c = strcmp(a->key, b->key);
+    return c ? c : strcmp(a->lines, b->lines);
 }
 
-/* The bytes of one device by signature, sorted by signature, duplicates merged. The sites
- * are loaded. */
-static int totals(vt_snapshot *s, const vt_bill *bill, sig_total **out, size_t *nout, vt_err *err)
+/* The bytes of one device by key and lines, sorted, duplicates merged. The sites are loaded. */
+static int totals(vt_snapshot *s, const vt_bill *bill, keyed **out, size_t *nout, vt_err *err)
 {
     size_t n = bill ? bill->nsites_all : 0, m = 0;
-    sig_total *t = malloc((n ? n : 1) * sizeof *t);
+    keyed *t = calloc(n ? n : 1, sizeof *t);
     if (!t) {
         vt_err_set(err, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
         const vt_site_total *st = &bill->top_all[i];
-        t[i] = (sig_total){st->site >= 0 ? s->sites[st->site].signature : "", st->site, st->bytes};
+        vt_site_key(s, st->site, t[i].key, sizeof t[i].key, t[i].lines, sizeof t[i].lines);
+        t[i].site = st->site;
+        t[i].bytes = st->bytes;
     }
-    qsort(t, n, sizeof *t, by_signature);
+    qsort(t, n, sizeof *t, by_key_lines);
     for (size_t i = 0; i < n; i++) {
-        if (m && !strcmp(t[m - 1].signature, t[i].signature))
+        if (m && !by_key_lines(&t[m - 1], &t[i]))
             t[m - 1].bytes += t[i].bytes;
         else
             t[m++] = t[i];
@@ -76,42 +83,70 @@ static int by_change_desc(const void *pa, const void *pb)
     int64_t da = a->b - a->a, db = b->b - b->a;
     if (da != db)
         return da > db ? -1 : 1;
-    return strcmp(a->signature, b->signature);
+    const keyed *x = a->kb ? a->kb : a->ka, *y = b->kb ? b->kb : b->ka;
+    return by_key_lines(x, y);
 }
 
-/* Every signature of either side with its bytes on both, largest growth first. */
-static int match_sites(vt_loaded *la, const vt_bill *ba, vt_loaded *lb, const vt_bill *bb,
-                       sig_delta **out, size_t *nout, vt_err *err)
+/* Joins two sorted lists on cmp into deltas (either side NULL when unmatched): first on key and
+ * lines, marking the pairs; then, with leftovers, what no pair took, by key. */
+static void join(keyed *ta, size_t na, keyed *tb, size_t nb, int (*cmp)(const void *, const void *),
+                 bool leftovers, sig_delta *d, size_t *n)
 {
-    sig_total *ta = NULL, *tb = NULL;
-    size_t na = 0, nb = 0, n = 0;
-    if (totals(&la->snap, ba, &ta, &na, err) || totals(&lb->snap, bb, &tb, &nb, err)) {
-        free(ta);
-        return -1;
+    for (size_t i = 0, j = 0; i < na || j < nb;) {
+        if (i < na && ta[i].matched) {
+            i++;
+            continue;
+        }
+        if (j < nb && tb[j].matched) {
+            j++;
+            continue;
+        }
+        int c = i == na ? 1 : j == nb ? -1 : cmp(&ta[i], &tb[j]);
+        sig_delta x = {NULL, NULL, 0, 0};
+        if (c <= 0) {
+            x.ka = &ta[i];
+            x.a = ta[i++].bytes;
+            /* the rest of the key's unmatched lines on this side */
+            for (; leftovers && i < na && !cmp(x.ka, &ta[i]); i++)
+                x.a += ta[i].matched ? 0 : ta[i].bytes;
+        }
+        if (c >= 0) {
+            x.kb = &tb[j];
+            x.b = tb[j++].bytes;
+            for (; leftovers && j < nb && !cmp(x.kb, &tb[j]); j++)
+                x.b += tb[j].matched ? 0 : tb[j].bytes;
+        }
+        if (!leftovers && x.ka && x.kb) {
+            ((keyed *)x.ka)->matched = ((keyed *)x.kb)->matched = true;
+            if (x.a != x.b)
+                d[(*n)++] = x;
+        } else if (leftovers && x.a != x.b) {
+            d[(*n)++] = x;
+        }
     }
+}
+
+static int by_key(const void *pa, const void *pb)
+{
+    return strcmp(((const keyed *)pa)->key, ((const keyed *)pb)->key);
+}
+
+/* Sites of both sides with the same frames and lines first; what is left is matched by frames
+ * alone (a line moved in a caller), the key's sites taken together. Largest growth first. */
+static int match_sites(vt_loaded *la, const vt_bill *ba, vt_loaded *lb, const vt_bill *bb,
+                       keyed **ka, keyed **kb, sig_delta **out, size_t *nout, vt_err *err)
+{
+    size_t na = 0, nb = 0, n = 0;
+    *ka = *kb = NULL;
+    if (totals(&la->snap, ba, ka, &na, err) || totals(&lb->snap, bb, kb, &nb, err))
+        return -1;
     sig_delta *d = malloc((na + nb + 1) * sizeof *d);
     if (!d) {
-        free(ta);
-        free(tb);
         vt_err_set(err, "out of memory");
         return -1;
     }
-    for (size_t i = 0, j = 0; i < na || j < nb;) {
-        int c = i == na ? 1 : j == nb ? -1 : strcmp(ta[i].signature, tb[j].signature);
-        sig_delta x = {c <= 0 ? ta[i].signature : tb[j].signature, -1, -1, 0, 0};
-        if (c <= 0) {
-            x.site_a = ta[i].site;
-            x.a = ta[i++].bytes;
-        }
-        if (c >= 0) {
-            x.site_b = tb[j].site;
-            x.b = tb[j++].bytes;
-        }
-        if (x.a != x.b)
-            d[n++] = x;
-    }
-    free(ta);
-    free(tb);
+    join(*ka, na, *kb, nb, by_key_lines, false, d, &n);
+    join(*ka, na, *kb, nb, by_key, true, d, &n);
     qsort(d, n, sizeof *d, by_change_desc);
     *out = d;
     *nout = n;
@@ -123,9 +158,17 @@ static int match_sites(vt_loaded *la, const vt_bill *ba, vt_loaded *lb, const vt
 typedef struct {
     int device;
     const vt_bill *a, *b;
+    keyed *ka, *kb;
     sig_delta *sites;
     size_t nsites, ngrew, nshrank; /* grew: the first ngrew; shrank: the last nshrank */
 } dev_diff;
+
+static void dev_diff_free(dev_diff *d)
+{
+    free(d->ka);
+    free(d->kb);
+    free(d->sites);
+}
 
 static const vt_bill *find_bill(const vt_loaded *l, int device)
 {
@@ -137,10 +180,18 @@ static const vt_bill *find_bill(const vt_loaded *l, int device)
 
 static void site_label(vt_loaded *la, vt_loaded *lb, const sig_delta *d, char *buf)
 {
-    if (d->site_b >= 0 || d->site_a < 0)
-        vt_site_label(&lb->snap, d->site_b, buf);
+    if (d->kb)
+        vt_site_label(&lb->snap, d->kb->site, buf);
     else
-        vt_site_label(&la->snap, d->site_a, buf);
+        vt_site_label(&la->snap, d->ka->site, buf);
+}
+
+/* The representative site's signature, B's when B has the site; NULL without a stack. */
+static const char *delta_signature(vt_loaded *la, vt_loaded *lb, const sig_delta *d)
+{
+    const vt_loaded *l = d->kb ? lb : la;
+    int32_t site = d->kb ? d->kb->site : d->ka->site;
+    return site >= 0 ? l->snap.sites[site].signature : NULL;
 }
 
 static int64_t unattributed(const vt_bill *b)
@@ -227,6 +278,12 @@ static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff
 
 /* --- command line and environment ---------------------------------------------------------- */
 
+/* The same bytes: one file given twice, or a copy. */
+static bool identical(const vt_snapshot *a, const vt_snapshot *b)
+{
+    return a->buflen == b->buflen && !memcmp(a->buf, b->buf, a->buflen);
+}
+
 static bool same_command(const vt_snapshot *a, const vt_snapshot *b)
 {
     if (a->argc != b->argc)
@@ -284,7 +341,12 @@ static void print_heading(FILE *out, const vt_loaded *la, const vt_loaded *lb, c
     const vt_snapshot *a = &la->snap, *b = &lb->snap;
     fprintf(out, "%svramtap diff%s  A: %s\n              B: %s\n", vt_on(VT_STYLE_BOLD), vt_off(),
             a->path, b->path);
-    if (same_command(a, b)) {
+    if (!a->argc || !b->argc) {
+        fprintf(out, "  command   unknown%s\n",
+                a->argc   ? " in B"
+                : b->argc ? " in A"
+                          : " (neither snapshot records it)");
+    } else if (same_command(a, b)) {
         fputs("  command   the same", out);
         if (a->argc) {
             fputs(": ", out);
@@ -298,7 +360,12 @@ static void print_heading(FILE *out, const vt_loaded *la, const vt_loaded *lb, c
         vt_print_command(out, b->argv, b->argc);
         fputc('\n', out);
     }
-    if (!nenv)
+    if (!a->env || !b->env)
+        fprintf(out, "  env       unknown%s\n",
+                a->env   ? " in B"
+                : b->env ? " in A"
+                         : " (neither snapshot records it)");
+    else if (!nenv)
         fputs("  env       the same allocator settings\n", out);
     for (size_t i = 0; i < nenv; i++) {
         const char *va = env_value(a, env[i]), *vb = env_value(b, env[i]);
@@ -344,11 +411,12 @@ static json_t *sites_json(vt_loaded *la, vt_loaded *lb, const dev_diff *d, bool 
     for (size_t i = 0; i < n; i++) {
         const sig_delta *s = grew ? &d->sites[i] : &d->sites[d->nsites - 1 - i];
         site_label(la, lb, s, label);
+        const char *sig = delta_signature(la, lb, s);
         json_array_append_new(arr,
                               json_pack("{s:o, s:s, s:I, s:I, s:I}", "signature",
-                                        *s->signature ? json_string(s->signature) : json_null(),
-                                        "label", label, "a_bytes", (json_int_t)s->a, "b_bytes",
-                                        (json_int_t)s->b, "change", (json_int_t)(s->b - s->a)));
+                                        sig ? json_string(sig) : json_null(), "label", label,
+                                        "a_bytes", (json_int_t)s->a, "b_bytes", (json_int_t)s->b,
+                                        "change", (json_int_t)(s->b - s->a)));
     }
     return arr;
 }
@@ -378,11 +446,13 @@ static json_t *diff_json(vt_loaded *la, vt_loaded *lb, const dev_diff *devs, siz
                                         "change", change_json(&devs[i]), "sites_grew",
                                         sites_json(la, lb, &devs[i], true), "sites_shrank",
                                         sites_json(la, lb, &devs[i], false)));
-    return json_pack("{s:s, s:i, s:{s:s, s:o}, s:{s:s, s:o}, s:b, s:o, s:o}", "format",
-                     "vramtap-diff", "version", 1, "a", "file", la->snap.path, "command",
-                     command_json(&la->snap), "b", "file", lb->snap.path, "command",
-                     command_json(&lb->snap), "command_differs",
-                     !same_command(&la->snap, &lb->snap), "env", envs, "devices", devices);
+    const vt_snapshot *a = &la->snap, *b = &lb->snap;
+    json_t *differs = !a->argc || !b->argc ? json_null() : json_boolean(!same_command(a, b));
+    return json_pack(
+        "{s:s, s:i, s:{s:s, s:o}, s:{s:s, s:o}, s:b, s:o, s:o, s:o}", "format", "vramtap-diff",
+        "version", 1, "a", "file", a->path, "command", command_json(a), "b", "file", b->path,
+        "command", command_json(b), "identical", identical(a, b), "command_differs", differs, "env",
+        a->env && b->env ? envs : (json_decref(envs), json_null()), "devices", devices);
 }
 
 /* --- the command --------------------------------------------------------------------------- */
@@ -403,14 +473,15 @@ static int build(vt_loaded *la, vt_loaded *lb, const vt_report_opts *o, dev_diff
             int dev = l->bills[i].dev->device;
             if (side && find_bill(la, dev))
                 continue;
-            devs[n++] = (dev_diff){dev, find_bill(la, dev), find_bill(lb, dev), NULL, 0, 0, 0};
+            devs[n++] =
+                (dev_diff){dev, find_bill(la, dev), find_bill(lb, dev), NULL, NULL, NULL, 0, 0, 0};
         }
     }
     for (size_t i = 0; i < n; i++) {
         dev_diff *d = &devs[i];
-        if (match_sites(la, d->a, lb, d->b, &d->sites, &d->nsites, err)) {
-            for (size_t j = 0; j < i; j++)
-                free(devs[j].sites);
+        if (match_sites(la, d->a, lb, d->b, &d->ka, &d->kb, &d->sites, &d->nsites, err)) {
+            for (size_t j = 0; j <= i; j++)
+                dev_diff_free(&devs[j]);
             free(devs);
             return -1;
         }
@@ -466,14 +537,18 @@ int vt_cmd_diff(int argc, char **argv)
             vt_print_json(stdout, doc);
             json_decref(doc);
         } else {
-            print_heading(stdout, &la, &lb, env, nenv);
-            for (size_t i = 0; i < ndevs; i++)
-                print_device(stdout, &la, &lb, &devs[i]);
+            if (identical(&la.snap, &lb.snap)) {
+                puts("identical");
+            } else {
+                print_heading(stdout, &la, &lb, env, nenv);
+                for (size_t i = 0; i < ndevs; i++)
+                    print_device(stdout, &la, &lb, &devs[i]);
+            }
         }
         free(env);
     }
     for (size_t i = 0; i < ndevs; i++)
-        free(devs[i].sites);
+        dev_diff_free(&devs[i]);
     free(devs);
     vt_loaded_close(&la);
     vt_loaded_close(&lb);

@@ -163,6 +163,24 @@ void vt_site_label(const vt_snapshot *snap, int32_t site, char buf[VT_LABEL_MAX]
                  s->nframes ? "(only library frames: --all-frames shows them)" : "(empty stack)");
 }
 
+void vt_site_key(const vt_snapshot *snap, int32_t site, char *key, size_t keylen, char *lines,
+                 size_t lineslen)
+{
+    size_t k = 0, l = 0;
+    key[0] = lines[0] = '\0';
+    if (site < 0)
+        return;
+    const vt_site *s = &snap->sites[site];
+    size_t idx[LABEL_FRAMES], shown = label_frames(s, idx);
+    for (size_t i = 0; i < shown && k < keylen && l < lineslen; i++) {
+        const vt_frame *f = &s->frames[idx[i]];
+        const char *where = f->file ? f->file : f->module ? f->module : "";
+        const char *what = f->function ? f->function : f->symbol ? f->symbol : f->offset;
+        k += (size_t)snprintf(key + k, keylen - k, "%s\x1f%s\x1e", where, what ? what : "");
+        l += (size_t)snprintf(lines + l, lineslen - l, "%lld,", (long long)f->line);
+    }
+}
+
 void vt_site_note_shown(const vt_snapshot *snap, int32_t site)
 {
     if (site < 0)

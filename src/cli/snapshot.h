@@ -359,6 +359,11 @@ void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width);
 #define VT_LABEL_MAX 256
 void vt_site_label(const vt_snapshot *snap, int32_t site, char buf[VT_LABEL_MAX]);
 void vt_labels_all_frames(bool all);
+/* What `diff` matches sites by: the label's frames by file and function (module and symbol
+ * without debug information), so that a line moved in a caller keeps the match; their lines
+ * apart, as a tie-break. Both "" without a stack. */
+void vt_site_key(const vt_snapshot *snap, int32_t site, char *key, size_t keylen, char *lines,
+                 size_t lineslen);
 /* The site's label is on screen: the modules of its frames without lines get named. */
 void vt_site_note_shown(const vt_snapshot *snap, int32_t site);
 /* Cuts a label to `width` columns, ending it in "...". */
