@@ -135,7 +135,10 @@ int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_e
         return -1;
     }
     l->bills = calloc(s->ndevices ? s->ndevices : 1, sizeof *l->bills);
-    if (!l->bills) {
+    l->phase_peaks = calloc(s->ndevices ? s->ndevices : 1, sizeof *l->phase_peaks);
+    if (!l->bills || !l->phase_peaks) {
+        free(l->bills);
+        free(l->phase_peaks);
         vt_err_set(err, "%s: out of memory", path);
         vt_snapshot_free(s);
         return -1;
@@ -149,6 +152,10 @@ int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_e
             return -1;
         }
         l->nbills++;
+        if (vt_phase_peaks_load(s, &s->devices[i], &l->phase_peaks[l->nbills - 1], err)) {
+            vt_loaded_close(l);
+            return -1;
+        }
     }
     /* the failed request's stack is printed with the post-mortem */
     if (s->has_oom && s->oom.site >= 0 && vt_site_load(s, (size_t)s->oom.site, err)) {
@@ -163,6 +170,7 @@ void vt_loaded_close(vt_loaded *l)
     for (size_t i = 0; i < l->nbills; i++)
         vt_bill_free(&l->bills[i]);
     free(l->bills);
+    free(l->phase_peaks);
     vt_snapshot_free(&l->snap);
     memset(l, 0, sizeof *l);
 }
@@ -464,6 +472,35 @@ void vt_print_peak(FILE *out, const char *label, const vt_device *d)
     fputc('\n', out);
 }
 
+/* The forward pass, backward and the optimizer step ask different questions: does a forward
+ * fit (with autograd's saved activations, so an upper bound for inference), does a training
+ * step fit, does the optimizer's extra fit. */
+static void print_phase_peaks(FILE *out, const vt_device *d, const vt_phase_peaks *pp)
+{
+    static const struct {
+        vt_phase phase;
+        const char *label, *question;
+    } rows[] = {{VT_FORWARD, "forward", "the forward pass (inference needs at most this)"},
+                {VT_BACKWARD, "backward", "forward and backward: a training step"},
+                {VT_OPTIMIZER, "optimizer step", "the optimizer's state and workspace on top"}};
+    size_t seen = 0;
+    for (size_t i = 0; i < 3; i++)
+        seen += pp->bytes[rows[i].phase] >= 0;
+    if (seen < 2)
+        return;
+    char b[32];
+    fprintf(out, "  %sby phase%s    the largest live bytes in each phase\n", vt_on(VT_STYLE_BOLD),
+            vt_off());
+    for (size_t i = 0; i < 3; i++) {
+        int64_t v = pp->bytes[rows[i].phase];
+        if (v < 0)
+            continue;
+        fprintf(out, "    %-15s %12s  step %-4lld %s%s\n", rows[i].label, vt_fmt_bytes(b, v),
+                (long long)pp->step[rows[i].phase], rows[i].question,
+                rows[i].phase == d->peak_phase ? "  <- the peak" : "");
+    }
+}
+
 static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
 {
     const vt_snapshot *s = &l->snap;
@@ -471,6 +508,7 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
     char b[32], p[32];
     vt_print_device_title(out, d);
     vt_print_peak(out, "peak", d);
+    print_phase_peaks(out, d, &l->phase_peaks[bill - l->bills]);
     if (d->listed_bytes != d->peak_bytes)
         fprintf(out,
                 "  %snote%s: the allocations listed add up to %s, not the peak %s (an imported "

@@ -13,10 +13,11 @@ typedef struct {
     bool json, folded;
 } vt_report_opts;
 
-/* A snapshot with the bills of the devices the options select. */
+/* A snapshot with the bills of the devices the options select, and each one's phase peaks. */
 typedef struct {
     vt_snapshot snap;
     vt_bill *bills;
+    vt_phase_peaks *phase_peaks;
     size_t nbills;
 } vt_loaded;
 

@@ -84,7 +84,22 @@ static json_t *groups_json(const vt_bill *bill)
     return a;
 }
 
-static json_t *device_json(const vt_snapshot *s, const vt_bill *bill)
+static json_t *phase_peaks_json(const vt_phase_peaks *pp)
+{
+    static const vt_phase phases[] = {VT_FORWARD, VT_BACKWARD, VT_OPTIMIZER};
+    json_t *j = json_object();
+    for (size_t i = 0; i < 3; i++) {
+        vt_phase p = phases[i];
+        json_object_set_new(j, vt_phase_name(p),
+                            pp->bytes[p] < 0
+                                ? json_null()
+                                : json_pack("{s:I, s:I}", "bytes", (json_int_t)pp->bytes[p], "step",
+                                            (json_int_t)pp->step[p]));
+    }
+    return j;
+}
+
+static json_t *device_json(const vt_snapshot *s, const vt_bill *bill, const vt_phase_peaks *pp)
 {
     const vt_device *d = bill->dev;
     bool checks = !bill->native && s->phase_markers;
@@ -107,6 +122,7 @@ static json_t *device_json(const vt_snapshot *s, const vt_bill *bill)
         real_or_null(checks ? vt_ratio(bill, VT_CAT_GRADIENTS) : NAN),
         "optimizer_state_per_parameter",
         real_or_null(checks ? vt_ratio(bill, VT_CAT_OPTIMIZER_STATE) : NAN), "top_sites", top);
+    json_object_set_new(j, "phase_peaks", phase_peaks_json(pp));
     if (bill->native)
         json_object_set_new(j, "segments_by_birth", groups_json(bill));
     return j;
@@ -157,7 +173,7 @@ json_t *vt_report_json(vt_loaded *l)
     for (size_t i = 0; i < s->argc; i++)
         json_array_append_new(command, json_string(s->argv[i]));
     for (size_t i = 0; i < l->nbills; i++)
-        json_array_append_new(devices, device_json(s, &l->bills[i]));
+        json_array_append_new(devices, device_json(s, &l->bills[i], &l->phase_peaks[i]));
     for (size_t i = 0; i < s->noom_events; i++)
         json_array_append_new(events, oom_event_json(&s->oom_events[i]));
     json_t *doc = json_pack(

@@ -8,6 +8,7 @@ out-of-memory at an exact capacity.
     fit.py capacity    the largest batch that fits runs; one more fails for lack of memory
     fit.py moved       the peak moves from the optimizer step to backward as the batch grows
     fit.py warnings    runs that disagree with the model; X from the run record; bad usage
+    fit.py report      `vramtap report`: each phase's peak, as the job counted it
 """
 import json
 import math
@@ -203,9 +204,34 @@ def warnings():
                and not p.stdout, True, "%s: one line naming %r, got %r" % (args, fragment, p.stderr))
 
 
+def report():
+    """The report's per-phase peaks are the job's own: the largest live bytes in each phase."""
+    for extra, peak_phase in (((), "backward"), (("--opt-workspace", "20"), "optimizer")):
+        want, snap = sim(4, *extra)
+        got = report_json(snap)["devices"][0].get("phase_peaks", {})
+        expect({p: (got.get(p) or {}).get("bytes") for p in ("forward", "backward", "optimizer")},
+               {p: want["phase:" + p] for p in ("forward", "backward", "optimizer")},
+               "phase peaks %s" % (extra,))
+        expect(max(want["phase:" + p] for p in ("forward", "backward", "optimizer")),
+               want["peak"], "the largest phase peak is the peak")
+        rows = [l.split() for l in e2e.cli(["report", snap]).splitlines()]
+        marked = [r[0] for r in rows if r[-3:] == ["<-", "the", "peak"]]
+        expect(marked, [peak_phase], "the row marked as the peak %s" % (extra,))
+        shown = {r[0]: int(float(r[r.index("MiB") - 1]) * MiB) for r in rows
+                 if r[:1] in (["forward"], ["backward"], ["optimizer"]) and "MiB" in r[:4]
+                 and r[r.index("MiB") + 1] == "step"}
+        expect(shown, {p: want["phase:" + p] for p in ("forward", "backward", "optimizer")},
+               "phase peaks in the human report %s" % (extra,))
+    _, snap = sim(4, "--no-markers")
+    expect(report_json(snap)["devices"][0].get("phase_peaks"),
+           {"forward": None, "backward": None, "optimizer": None}, "no markers: no phase peaks")
+    expect("by phase" in e2e.cli(["report", snap]), False, "no markers: no phase peaks shown")
+
+
 def main():
     what = sys.argv[1]
-    {"linear": linear, "capacity": capacity, "moved": moved, "warnings": warnings}[what]()
+    {"linear": linear, "capacity": capacity, "moved": moved, "warnings": warnings,
+     "report": report}[what]()
     e2e.finish("fit " + what)
 
 
