@@ -34,6 +34,31 @@ static uint32_t nstacks, capstacks;
 static uint64_t dropped;
 static uintptr_t self_lo, self_hi; /* this library's text, whose frames are skipped */
 
+#ifdef __SANITIZE_THREAD__
+/* libunwind frees its per-thread caches (unw_backtrace's trace cache among them) from a
+ * thread-key destructor that runs after ThreadSanitizer has retired the thread, and crashes
+ * there: a ThreadSanitizer build walks the stack step by step with one shared cache. */
+#define CACHE_POLICY UNW_CACHE_GLOBAL
+static int backtrace_here(void **ips, int max)
+{
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    int n = 0;
+    if (unw_getcontext(&ctx) || unw_init_local(&cur, &ctx))
+        return 0;
+    while (n < max && unw_step(&cur) > 0) {
+        unw_word_t ip;
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip))
+            break;
+        ips[n++] = (void *)ip;
+    }
+    return n;
+}
+#else
+#define CACHE_POLICY UNW_CACHE_PER_THREAD
+#define backtrace_here unw_backtrace
+#endif
+
 static int find_self(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
@@ -55,7 +80,7 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data)
 void vt_stacks_init(void)
 {
     dl_iterate_phdr(find_self, (void *)(uintptr_t)&vt_stacks_init);
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    unw_set_caching_policy(unw_local_addr_space, CACHE_POLICY);
 }
 
 static uint32_t find_locked(const uint64_t *frames, size_t keylen)
@@ -124,7 +149,7 @@ uint32_t vt_stack_here(void)
         return VT_NO_SITE;
     void *ips[VT_MAX_DEPTH + 16];
     uint64_t frames[VT_MAX_DEPTH * 2];
-    int n = unw_backtrace(ips, vt_cfg.depth + 16);
+    int n = backtrace_here(ips, vt_cfg.depth + 16);
     int first = 0;
     while (first < n && (uintptr_t)ips[first] >= self_lo && (uintptr_t)ips[first] < self_hi)
         first++;

@@ -12,7 +12,7 @@
 #define VT_TLS __thread __attribute__((tls_model("initial-exec")))
 /* For code that runs inside a sanitizer runtime's own start-up (its interceptors look up the
  * real functions with dlsym before it can check anything). */
-#define VT_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+#define VT_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 /* Devices beyond this ordinal are counted in `dropped`, not recorded. */
 #define VT_MAX_DEVICES 32

@@ -3,17 +3,16 @@
  * allocation) and another allocates and frees. The write must complete, and must not make the
  * allocating thread wait: its longest allocate+free pair is at most 10% of the write's time
  * (a ratio of two times measured in the same run, so a slow machine slows both).
- * usage: tap_interim_stall CTOR_LIB; prints the counts the snapshot must show. */
+ * usage: tap_interim_stall CTOR_LIB [LIVE]; prints the counts the snapshot must show. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "check.h"
 #include "vramtap.h"
-
-#define LIVE 1000000
 
 static atomic_int writing = 1;
 static const char *lib;
@@ -76,13 +75,14 @@ static void *allocator(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2)
+    if (argc != 2 && argc != 3)
         return 2;
     lib = argv[1];
-    for (int i = 0; i < LIVE; i++) {
+    long live = argc == 3 ? atol(argv[2]) : 1000000;
+    for (long i = 0; i < live; i++) {
         void *p;
         if (cudaMalloc(&p, 256) != cudaSuccess) {
-            fprintf(stderr, "allocation %d failed\n", i);
+            fprintf(stderr, "allocation %ld failed\n", i);
             return 1;
         }
     }
@@ -102,6 +102,6 @@ int main(int argc, char **argv)
             write, pairs, max_wait, 100 * max_wait / write, dlopens);
     CHECK(pairs > 0);
     CHECK(max_wait <= 0.1 * write);
-    printf("allocs %ld\nfrees %ld\n", LIVE + dlopens + 1 + pairs, dlopens + 1 + pairs);
+    printf("allocs %ld\nfrees %ld\n", live + dlopens + 1 + pairs, dlopens + 1 + pairs);
     return CHECK_DONE();
 }
