@@ -1,9 +1,11 @@
 # Sourced by scripts/test and scripts/demo: installs the Debian packages the build and the tests
 # need (chromium: the browser tests of `vramtap view`), when they are missing and we are root;
-# otherwise names them and fails.
+# otherwise names them and fails. `vt_install_deps build`: only what building needs (the demo).
 vt_install_deps() {
     local debs=(gcc meson ninja-build pkg-config libunwind-dev uthash-dev libjansson-dev
-                zlib1g-dev libdw-dev python3 python3-torch clang-14 libclang-rt-14-dev chromium)
+                zlib1g-dev libdw-dev)
+    [ "${1:-}" = build ] ||
+        debs+=(python3 python3-torch clang-14 libclang-rt-14-dev chromium bash-completion)
     local missing=() d
     for d in "${debs[@]}"; do
         dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q 'install ok installed' || missing+=("$d")

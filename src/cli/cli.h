@@ -5,6 +5,7 @@
 #define VT_CLI_H
 
 int vt_cmd_run(int argc, char **argv);
+int vt_cmd_lib(int argc, char **argv);
 int vt_cmd_report(int argc, char **argv);
 int vt_cmd_diff(int argc, char **argv);
 int vt_cmd_import(int argc, char **argv);

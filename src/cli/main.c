@@ -9,6 +9,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", vt_cmd_run, "run a command under vramtap (sets LD_PRELOAD and the PyTorch hooks)"},
+    {"lib", vt_cmd_lib, "print the library's absolute path, for LD_PRELOAD=$(vramtap lib)"},
     {"report", vt_cmd_report, "the memory bill at the peak, or an out-of-memory post-mortem"},
     {"diff", vt_cmd_diff, "compare two snapshots"},
     {"fit", vt_cmd_fit, "what fits: how the bill grows with the batch size or another dimension"},

@@ -36,29 +36,6 @@ static int readable(const char *path)
     return path && *path && access(path, R_OK) == 0;
 }
 
-/* The library to preload, as an absolute path: the command may change directory before it
- * starts a child. */
-static int find_library(char *out)
-{
-    const char *env = getenv("VRAMTAP_LIB");
-    if (env && *env) {
-        if (!readable(env) || !realpath(env, out)) {
-            fprintf(stderr, "vramtap run: VRAMTAP_LIB=%s: %s\n", env, strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
-    const char *candidates[2];
-    vt_paths_order(VT_LIB_BUILD, VT_LIB_INSTALL, candidates);
-    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++)
-        if (readable(candidates[i]) && realpath(candidates[i], out))
-            return 0;
-    fprintf(stderr,
-            "vramtap run: libvramtap.so not found (looked for %s and %s); set VRAMTAP_LIB\n",
-            VT_LIB_BUILD, VT_LIB_INSTALL);
-    return -1;
-}
-
 /* Put `item` in front of the list in variable `name` (entries separated by any of `seps`),
  * unless it already is the first entry. */
 static int env_prepend(const char *name, const char *item, const char *seps)
@@ -167,7 +144,7 @@ int vt_cmd_run(int argc, char **argv)
     }
 
     char lib[PATH_MAX];
-    if (find_library(lib) != 0)
+    if (vt_find_library(lib, "run") != 0)
         return 2;
     if (out && set_out_dir(out) != 0)
         return 2;
@@ -193,4 +170,23 @@ int vt_cmd_run(int argc, char **argv)
 env_failed:
     fprintf(stderr, "vramtap run: cannot set the environment: %s\n", strerror(errno));
     return 2;
+}
+
+int vt_cmd_lib(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: vramtap lib\n\nPrints the absolute path of libvramtap.so, the library "
+               "this command runs\nwith (VRAMTAP_LIB overrides it), for "
+               "LD_PRELOAD=$(vramtap lib) COMMAND.\n");
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "vramtap lib: takes no arguments (try 'vramtap lib --help')\n");
+        return 2;
+    }
+    char lib[PATH_MAX];
+    if (vt_find_library(lib, "lib") != 0)
+        return 2;
+    puts(lib);
+    return 0;
 }
