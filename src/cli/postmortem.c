@@ -44,6 +44,15 @@ size_t vt_advise(const vt_snapshot *snap, const vt_bill *bill, vt_advice *items,
                  "the request alone (%s) is larger than the device (%s): check the size the "
                  "code computed (a shape, a dtype or a count far from the intended one)",
                  vt_fmt_bytes(b, o->size), vt_fmt_bytes(f, o->total_bytes));
+    /* memory vramtap did not see allocated outweighs what it did: no remedy below reaches it */
+    int64_t outside = vt_oom_outside(snap, bill), seen = bill ? bill->dev->listed_bytes : 0;
+    if (outside > seen && n < max)
+        snprintf(items[n++].text, sizeof items->text,
+                 "%s of the %s in use on the device is outside what vramtap saw allocated: "
+                 "other processes on the GPU (nvidia-smi lists them), the CUDA context, libraries "
+                 "that allocated before vramtap loaded; free that first, the remedies below act "
+                 "only on the rest",
+                 vt_fmt_bytes(b, outside), vt_fmt_bytes(f, outside + seen));
     if (unknown && n < max)
         snprintf(items[n++].text, sizeof items->text,
                  "mark the phases ('vramtap run' for PyTorch, NVTX ranges named forward, "

@@ -557,9 +557,12 @@ static void print_oom_events(FILE *out, const vt_snapshot *s)
                          e->retry_succeeded ? "a retry succeeded (the caching allocator freed "
                                               "its cache and tried again)"
                                             : "no retry succeeded");
+        /* the file is named relative to the snapshot's folder: a path to paste is relative to
+         * where the command runs */
+        const char *slash = strrchr(s->path, '/');
         if (e->file && n > 0 && (size_t)n < sizeof line)
-            snprintf(line + n, sizeof line - (size_t)n, "; post-mortem: vramtap report %s",
-                     e->file);
+            snprintf(line + n, sizeof line - (size_t)n, "; post-mortem: vramtap report %.*s%s",
+                     slash && e->file[0] != '/' ? (int)(slash - s->path + 1) : 0, s->path, e->file);
         int col = fprintf(out, "  #%lld at %.2f s: ", (long long)e->n, e->time_s);
         vt_print_wrapped(out, col, 4, line);
     }

@@ -222,19 +222,23 @@ def case_postmortem():
     # (3 GiB) is less than the 4 GiB asked
     o = report(d("ranks", "vramtap.python.1002.oom1.json"))["oom"]
     eq(o["dominant"], "parameters", "rank 1 dominant")
-    eq([a.split(" ")[0:2] for a in o["advice"]], [["mixed", "precision"], ["fragmentation,", "last:"]],
-       "rank 1 advice")
+    eq([a.split(" ")[0:2] for a in o["advice"]],
+       [["9.00", "GiB"], ["mixed", "precision"], ["fragmentation,", "last:"]],
+       "rank 1 advice: the 9 GiB outside vramtap's view first")
     eq(o["stack"]["site"], None, "rank 1 stack")
     # a request larger than the device, in a run without markers
     o = report(d("oom_huge_request.json"))["oom"]
     eq((o["size"], o["live_bytes"], o["outside_bytes"], o["dominant"]), (1 << 40, 6 * GiB, 8 * GiB, "unattributed"),
        "huge request")
     eq([a.split(" ")[0:2] for a in o["advice"]],
-       [["the", "request"], ["mark", "the"], ["a", "smaller"], ["gradient", "accumulation"], ["mixed", "precision"],
-        ["activation", "checkpointing"], ["fewer", "trainable"], ["fragmentation,", "last:"]], "huge request advice")
+       [["the", "request"], ["8.00", "GiB"], ["mark", "the"], ["a", "smaller"], ["gradient", "accumulation"],
+        ["mixed", "precision"], ["activation", "checkpointing"], ["fewer", "trainable"]], "huge request advice")
     out = run("report", d("oom_huge_request.json")).stdout
     has(out, "    1. the request alone (1.00 TiB) is larger than the device (16.00 GiB)", "size first")
     has(out, "  elsewhere   8.00 GiB in use that vramtap did not see allocated", "elsewhere")
+    # 8 of the 14 GiB in use are outside vramtap's view: said before any remedy for what it saw
+    has(out, "    2. 8.00 GiB of the 14.00 GiB in use on the device is outside what vramtap saw allocated",
+        "outside first")
 
 
 def case_oom_events():
@@ -249,6 +253,9 @@ def case_oom_events():
         "retried event")
     has(out, "  #2 at 9.25 s: 6.00 GiB asked on cuda:0 via cuMemCreate, backward of step 2: no retry succeeded;",
         "failed event")
+    # the post-mortem's path as a user pastes it: next to the snapshot, not in the working directory
+    has(out.replace("\n    ", " "), "post-mortem: vramtap report " + d("vramtap.python.778.oom2.json"),
+        "post-mortem path")
 
 
 # --- native mode, several processes, diff -------------------------------------------------
