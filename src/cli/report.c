@@ -1,5 +1,6 @@
 /* `vramtap report`: the memory bill at the peak of one snapshot, the post-mortem of an
  * out-of-memory snapshot, or one line per process for several. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -618,6 +619,19 @@ static int report_one(const char *path, const vt_report_opts *o)
     return rc;
 }
 
+/* vramtap.<...>.oom<N>.json: what the library names a post-mortem. */
+static bool postmortem_name(const char *path)
+{
+    const char *base = strrchr(path, '/'), *p;
+    base = base ? base + 1 : path;
+    size_t len = strlen(base);
+    if (len < 10 || strcmp(base + len - 5, ".json"))
+        return false;
+    for (p = base + len - 5; p > base && isdigit((unsigned char)p[-1]); p--)
+        ;
+    return p < base + len - 5 && p - base >= 4 && !strncmp(p - 4, ".oom", 4);
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -697,8 +711,23 @@ int vt_cmd_report(int argc, char **argv)
             rc = 2;
         }
     }
+    size_t bills = 0;
+    for (size_t i = 0; i < n; i++)
+        bills += !postmortem_name(paths[i]);
     if (rc == 0) {
-        if (n == 1) {
+        if (n > 1 && bills <= 1 && !o.folded && !o.json) {
+            /* one run's bill and its post-mortems (vramtap.python.*.json after an OOM): each
+             * read as what it is, the bill first */
+            bool printed = false;
+            for (int pm = 0; pm < 2 && rc == 0; pm++)
+                for (size_t i = 0; i < n && rc == 0; i++)
+                    if (postmortem_name(paths[i]) == pm) {
+                        if (printed)
+                            fputc('\n', stdout);
+                        rc = report_one(paths[i], &o);
+                        printed = true;
+                    }
+        } else if (n == 1) {
             rc = report_one(paths[0], &o);
         } else if (o.folded) {
             fprintf(stderr, "vramtap report: --folded reads one snapshot, not %zu\n", n);

@@ -241,6 +241,16 @@ def case_postmortem():
         "outside first")
 
 
+def case_bill_and_postmortem():
+    """A glob that catches a run's snapshot and its post-mortem: the bill, then the post-mortem,
+    not a table of processes."""
+    out = run("report", d("vramtap.python.777.oom1.json"), d("minimal.json")).stdout
+    first, _, second = out.partition("\nvramtap report")
+    has(first, "vramtap report  " + d("minimal.json"), "the bill first")
+    has(second, "(out-of-memory post-mortem)", "then the post-mortem")
+    eq("heaviest" in out, False, "no table of processes")
+
+
 def case_oom_events():
     r = report(d("oom_events.json"))
     eq(r["oom_events"], [
