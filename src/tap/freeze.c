@@ -5,20 +5,25 @@
 #include "freeze.h"
 #include "peak.h"
 
+frozen_rec vt_frozen_rec(const vt_rec *r)
+{
+    return (frozen_rec){.id = r->id,
+                        .size = r->size,
+                        .address = r->address,
+                        .birth = r->birth,
+                        .death = r->death,
+                        .site = r->site,
+                        .device = r->device,
+                        .api = r->api,
+                        .kind = r->kind,
+                        .dead = r->dead};
+}
+
 static int freeze_rec(frozen *fz, const vt_rec *r)
 {
     if (fz->nrecs == fz->caprecs)
         return 0;
-    fz->recs[fz->nrecs++] = (frozen_rec){.id = r->id,
-                                         .size = r->size,
-                                         .address = r->address,
-                                         .birth = r->birth,
-                                         .death = r->death,
-                                         .site = r->site,
-                                         .device = r->device,
-                                         .api = r->api,
-                                         .kind = r->kind,
-                                         .dead = r->dead};
+    fz->recs[fz->nrecs++] = vt_frozen_rec(r);
     return 1;
 }
 
@@ -56,10 +61,12 @@ static size_t records_bound(void)
 
 /* Allocated and touched before the lock is taken, so that the copy under it is a copy and
  * not a page fault per record. */
-static int reserve(frozen *fz, size_t nrecs, size_t nspans)
+static int reserve(frozen *fz, size_t nrecs, size_t nspans, size_t nhistory)
 {
     free(fz->recs);
     free(fz->spans);
+    vt_history_copy_free(fz->history);
+    fz->history = vt_history_copy_new(nhistory);
     fz->caprecs = nrecs + nrecs / 8 + 64;
     fz->recs = malloc(fz->caprecs * sizeof *fz->recs);
     fz->spans = malloc((nspans + 8) * sizeof *fz->spans);
@@ -73,6 +80,7 @@ static int reserve(frozen *fz, size_t nrecs, size_t nspans)
 
 void vt_thaw(frozen *fz)
 {
+    vt_history_copy_free(fz->history);
     free(fz->recs);
     free(fz->spans);
     free(fz->dev);
@@ -85,7 +93,7 @@ void vt_thaw(frozen *fz)
  * reserve() made. */
 static int freeze_books_locked(frozen *fz, size_t capspans)
 {
-    if (vt_state.nspans > capspans)
+    if (vt_state.nspans > capspans || (fz->history && !vt_history_freeze_locked(fz->history)))
         return 0;
     fz->end_time = vt_clock();
     fz->markers = vt_state.markers;
@@ -274,8 +282,9 @@ int vt_freeze(frozen *fz, const vt_oom *oom)
     for (int attempt = 0; attempt < 8; attempt++) {
         vt_lock();
         size_t nrecs = records_bound(), nspans = vt_state.nspans;
+        size_t nhistory = vt_history_bound_locked();
         vt_unlock();
-        if (reserve(fz, nrecs, nspans))
+        if (reserve(fz, nrecs, nspans, nhistory))
             return -1;
         int steps = oom ? 0 : freeze_in_steps(fz, nspans + 8);
         if (steps == 1 || (steps == 0 && freeze_at_once(fz, oom, nspans + 8)))

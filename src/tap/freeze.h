@@ -3,6 +3,7 @@
 #ifndef VT_FREEZE_H
 #define VT_FREEZE_H
 
+#include "history.h"
 #include "table.h"
 
 /* One allocation as the file shows it. */
@@ -34,6 +35,7 @@ typedef struct {
     int nooms;
     frozen_rec *recs;
     size_t nrecs, caprecs;
+    vt_history_copy *history; /* NULL: no room for it, the file goes without */
 } frozen;
 
 /* Copies the books: for an exit or interim file (oom NULL) the allocations live at each
@@ -41,5 +43,6 @@ typedef struct {
  * out. */
 VT_HIDDEN int vt_freeze(frozen *fz, const vt_oom *oom);
 VT_HIDDEN void vt_thaw(frozen *fz);
+VT_HIDDEN frozen_rec vt_frozen_rec(const vt_rec *r);
 
 #endif

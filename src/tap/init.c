@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "history.h"
 #include "locks.h"
 #include "notice.h"
 #include "phase.h"
@@ -417,6 +418,7 @@ static void self_path(void)
 static void fork_child(void)
 {
     vt_table_reset_after_fork();
+    vt_history_reset_after_fork();
     vt_locks_after_fork();
 }
 
@@ -438,6 +440,8 @@ __attribute__((constructor)) static void vt_init(void)
     vt_cfg.depth = env_int("VRAMTAP_DEPTH", VT_DEFAULT_DEPTH, 1, VT_MAX_DEPTH);
     vt_cfg.oom_max = env_int("VRAMTAP_OOM_MAX", 4, 0, 1000);
     vt_cfg.interim_s = env_int("VRAMTAP_INTERIM_S", 60, 0, 86400);
+    vt_cfg.history_steps = env_int("VRAMTAP_HISTORY_STEPS", 3, 0, 1 << 20);
+    vt_cfg.history_events = env_int("VRAMTAP_HISTORY_EVENTS", 1000000, 0, 1 << 28);
     const char *out = getenv("VRAMTAP_OUT");
     if (out && *out)
         snprintf(vt_cfg.out_dir, sizeof vt_cfg.out_dir, "%s", out);
@@ -460,6 +464,7 @@ __attribute__((constructor)) static void vt_init(void)
     vt_notice_init();
     vt_phase_init();
     vt_stacks_init();
+    vt_history_init();
     pthread_atfork(vt_locks_before_fork, vt_locks_after_fork, fork_child);
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "history.h"
 #include "phase.h"
 #include "sample.h"
 #include "snapshot.h"
@@ -107,8 +108,10 @@ int vt_phase_end(int phase)
     } else if (--nopen == 0) {
         vt_span_close_locked(vt_clock());
         vt_state.phase = VT_PHASE_OTHER;
-        if (phase == VT_PHASE_OPTIMIZER)
+        if (phase == VT_PHASE_OPTIMIZER) {
             vt_state.step++;
+            vt_history_step_locked();
+        }
         closed = 1;
     }
     vt_unlock();
@@ -135,6 +138,7 @@ VT_EXPORT int vramtap_step_mark(void)
 {
     vt_lock();
     vt_state.step++;
+    vt_history_step_locked();
     vt_unlock();
     vt_snapshot_write_interim();
     return VRAMTAP_OK;

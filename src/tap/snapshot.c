@@ -12,6 +12,7 @@
 
 #include "command.h"
 #include "freeze.h"
+#include "history.h"
 #include "json_out.h"
 #include "launcher.h"
 #include "locks.h"
@@ -89,6 +90,29 @@ static void write_rec(FILE *f, const frozen_rec *r, int *first, sitemap *sm)
     fputs(", \"site\": ", f);
     site_ref(f, sm, r->site);
     fputc('}', f);
+}
+
+static void history_alloc(FILE *f, void *sm, const vt_rec *r, int *first)
+{
+    frozen_rec fr = vt_frozen_rec(r);
+    write_rec(f, &fr, first, sm);
+}
+
+static double history_seconds(void *ctx, uint64_t ticks)
+{
+    (void)ctx;
+    return secs(ticks);
+}
+
+/* The history's allocations that `allocations` does not list, and its events. */
+static void write_history(FILE *f, const frozen *fz, const vt_oom *oom, sitemap *sm)
+{
+    vt_history_listed l = {.oom_device = oom ? oom->device : -1};
+    for (int i = 0; i < fz->ndev; i++) {
+        l.peak_seq[fz->ordinal[i]] = fz->dev[i].peak_seq;
+        l.used_devices |= 1u << fz->ordinal[i];
+    }
+    vt_history_write(f, fz->history, &l, &(vt_history_out){history_alloc, history_seconds, sm});
 }
 
 static void write_allocations(FILE *f, const frozen *fz, sitemap *sm)
@@ -390,6 +414,8 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         write_int_or_null(f, oom->total_bytes);
         fputs("},\n", f);
     }
+    /* after the out-of-memory events and request, so that their sites come first */
+    write_history(f, fz, oom, &sm);
     /* Last, once every reference has been numbered. */
     fputs("\"sites\": [", f);
     for (uint32_t i = 0; i < sm.n; i++) {

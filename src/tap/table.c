@@ -8,6 +8,7 @@
 #include "sample.h"
 #include "snapshot.h"
 #include "stacks.h"
+#include "history.h"
 #include "peak.h"
 #include "table.h"
 
@@ -109,6 +110,7 @@ static int account_alloc(vt_rec *r)
     vt_state.made_device_alloc = 1;
     if (vt_peak_note_alloc(d, r))
         flags |= VT_NEW_PEAK;
+    vt_history_note_locked(r, 0, flags & VT_NEW_PEAK);
     if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
         vt_state.open.live_max[r->device] = d->live;
     if (pending_ooms) {
@@ -131,6 +133,7 @@ static void account_free(vt_rec *r)
     vt_state.c.frees++;
     r->death = vt_mark_now_locked();
     r->dead = 1;
+    vt_history_note_locked(r, 1, 0);
     if (!vt_peak_note_free(d, r))
         vt_rec_free(r);
 }

@@ -47,6 +47,7 @@ typedef struct vt_rec {
     int16_t device;
     uint8_t api, kind;
     uint8_t dead;
+    uint8_t hist;       /* its allocation is in a kept window of the history */
     int32_t refs, maps; /* VMM: handle references and live mappings */
     uint32_t copied;    /* the writer's mark: the copy (freeze.c) that holds it already */
 } vt_rec;

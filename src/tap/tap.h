@@ -59,6 +59,8 @@ typedef struct {
     int depth;          /* VRAMTAP_DEPTH: native frames kept */
     int oom_max;        /* VRAMTAP_OOM_MAX (default 4) */
     int interim_s;      /* VRAMTAP_INTERIM_S: seconds between interim snapshots, 0 none */
+    int history_steps;  /* VRAMTAP_HISTORY_STEPS: steps in the history's first window */
+    int history_events; /* VRAMTAP_HISTORY_EVENTS: events the history keeps, 0 none */
     int is_python;      /* the program is a Python interpreter */
     char out_dir[4096]; /* VRAMTAP_OUT (default: working directory at start) */
     char prog[256];     /* short program name */

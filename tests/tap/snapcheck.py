@@ -32,6 +32,13 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] oom N FIELD VALUE         oom_events[N-1][FIELD] (retry_succeeded true|false)
     EXPECT [pid=N] json PATH VALUE           the member at PATH (dotted: keys, array indices,
                                              "length" of an array) equals VALUE, a JSON text
+    EXPECT [pid=N] history windows N         windows in history
+    EXPECT [pid=N] history W KEY VALUE       history.windows[W][KEY] (reason, events, truncated;
+                                             devices as 0,1)
+    EXPECT [pid=N] history W sizes +A,-B,... the signed sizes of window W's events, in order
+    EXPECT [pid=N] history dropped N         history.dropped
+    EXPECT [pid=N] history_death SIZE PHASE STEP  death of the one allocation of SIZE bytes
+                                             (allocations and history_allocations)
     EXPECT stderr REGEX N                    lines of stderr matching REGEX
 
 pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] [--cwd-out] --
@@ -239,8 +246,37 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         elif re.fullmatch(r"-?\d+", want):
             want = int(want)
         expect(ev.get(rest[1]), want, "oom %s %s" % (rest[0], rest[1]))
+    elif what == "history":
+        check_history(doc, rest, expect)
+    elif what == "history_death":
+        found = [a for a in doc["allocations"] + doc.get("history_allocations", [])
+                 if a["size"] == int(rest[0])]
+        death = found[0]["death"] if len(found) == 1 else None
+        expect(death and [death["phase"], death["step"]], [rest[1], int(rest[2])],
+               "death of the allocation of %s bytes (%d found)" % (rest[0], len(found)))
     else:
         failures.append("unknown expectation " + what)
+
+
+def check_history(doc, rest, expect):
+    h = doc.get("history") or {"windows": []}
+    if rest[0] in ("windows", "dropped"):
+        got = len(h["windows"]) if rest[0] == "windows" else h.get("dropped")
+        expect(got, int(rest[1]), "history " + rest[0])
+        return
+    w = h["windows"][int(rest[0])] if int(rest[0]) < len(h["windows"]) else {}
+    if rest[1] == "sizes":
+        events = doc["history_events"][w.get("first_event", 0):][:w.get("events", 0)]
+        got = ",".join("%+d" % e[2] for e in events)
+        expect(got, rest[2], "history window %s sizes" % rest[0])
+    elif rest[1] == "devices":
+        expect(",".join(map(str, w.get("devices", []))), rest[2], "history window %s devices"
+               % rest[0])
+    else:
+        want = rest[2]
+        want = want == "true" if want in ("true", "false") else \
+            int(want) if re.fullmatch(r"-?\d+", want) else want
+        expect(w.get(rest[1]), want, "history window %s %s" % (rest[0], rest[1]))
 
 
 if __name__ == "__main__":

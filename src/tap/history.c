@@ -1,0 +1,429 @@
+/* The allocation history book (history.h). Events sit in one mapped array, windows in order:
+ * the first window from index 0, then the kept peak steps, then the step in progress. Keeping
+ * or dropping the step in progress, and releasing a peak step a newer one replaced, move
+ * events only at step boundaries. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "history.h"
+#include "json_out.h"
+
+/* One allocation or free, with what the file says about its allocation. */
+typedef struct {
+    vt_rec *rec; /* to unmark it when the event is let go; compared by id, never trusted */
+    uint64_t id, size;
+    uintptr_t address;
+    vt_mark at, birth; /* the event; the allocation's birth (the same for an allocation) */
+    uint32_t site;
+    int16_t device;
+    uint8_t api, kind, freed;
+    uint8_t marked; /* a free: its allocation's event was in a kept window then */
+} hev;
+
+/* A free of an allocation whose event is kept, where the free itself is not. */
+typedef struct {
+    uint64_t id;
+    vt_mark death;
+} late_death;
+
+enum { WIN_FIRST, WIN_PEAK };
+
+typedef struct {
+    uint8_t reason;
+    uint32_t devices; /* WIN_PEAK: the devices that reached their peak in it */
+    size_t first, n;
+    uint64_t start_seq, start_time, end_time;
+    int truncated;
+} hwin;
+
+#define MAX_WINDOWS (VT_MAX_DEVICES + 2)
+
+static struct {
+    int on;
+    uint32_t steps;
+    size_t cap, late_cap;
+    hev *ev;
+    late_death *late;
+    size_t n, nlate;
+    uint64_t dropped;
+    int first_open;
+    hwin first;
+    hwin kept[VT_MAX_DEVICES + 1]; /* one more while a step joins them */
+    int nkept;
+    hwin cur; /* the step in progress: events [cur.first, n) */
+    uint32_t cur_peaks;
+} H;
+
+static void *map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void start_step(uint64_t now)
+{
+    H.cur = (hwin){.reason = WIN_PEAK,
+                   .first = H.n,
+                   .start_seq = vt_state.seq + 1,
+                   .start_time = now,
+                   .end_time = now};
+    H.cur_peaks = 0;
+}
+
+void vt_history_init(void)
+{
+    if (!vt_cfg.history_events)
+        return;
+    H.cap = (size_t)vt_cfg.history_events;
+    H.late_cap = H.cap / 8 + 64;
+    H.ev = map(H.cap * sizeof *H.ev);
+    H.late = map(H.late_cap * sizeof *H.late);
+    if (!H.ev || !H.late) {
+        vt_log("no room for the allocation history (VRAMTAP_HISTORY_EVENTS=%d): kept none",
+               vt_cfg.history_events);
+        if (H.ev)
+            munmap(H.ev, H.cap * sizeof *H.ev);
+        if (H.late)
+            munmap(H.late, H.late_cap * sizeof *H.late);
+        H.ev = NULL;
+        H.late = NULL;
+        return;
+    }
+    H.steps = (uint32_t)vt_cfg.history_steps;
+    uint64_t now = vt_clock();
+    H.first = (hwin){.reason = WIN_FIRST, .start_seq = 1, .start_time = now, .end_time = now};
+    H.first_open = H.steps > 0;
+    start_step(now);
+    H.on = 1;
+}
+
+static void add_late(uint64_t id, const vt_mark *death)
+{
+    if (H.nlate < H.late_cap)
+        H.late[H.nlate++] = (late_death){id, *death};
+    else
+        H.dropped++;
+}
+
+void vt_history_note_locked(vt_rec *r, int freed, int new_peak)
+{
+    if (!H.on)
+        return;
+    hwin *w = H.first_open ? &H.first : &H.cur;
+    if (new_peak && !H.first_open)
+        H.cur_peaks |= 1u << r->device;
+    /* a window cut short stays a prefix of what happened */
+    if (H.n == H.cap || w->truncated) {
+        H.dropped++;
+        w->truncated = 1;
+        if (freed && r->hist)
+            add_late(r->id, &r->death);
+        return;
+    }
+    H.ev[H.n++] = (hev){.rec = r,
+                        .id = r->id,
+                        .size = r->size,
+                        .address = r->address,
+                        .at = freed ? r->death : r->birth,
+                        .birth = r->birth,
+                        .site = r->site,
+                        .device = r->device,
+                        .api = r->api,
+                        .kind = r->kind,
+                        .freed = (uint8_t)freed,
+                        .marked = r->hist};
+    if (!freed)
+        r->hist = 1;
+    w->n++;
+    w->end_time = H.ev[H.n - 1].at.time;
+}
+
+/* The allocations of events let go are no longer in the history. */
+static void unmark(const hwin *w)
+{
+    for (size_t i = w->first; i < w->first + w->n; i++)
+        if (!H.ev[i].freed && H.ev[i].rec->id == H.ev[i].id)
+            H.ev[i].rec->hist = 0;
+}
+
+static void drop_step(void)
+{
+    unmark(&H.cur);
+    for (size_t i = H.cur.first; i < H.n; i++) {
+        const hev *e = &H.ev[i];
+        /* the free of an allocation kept in an earlier window must not be lost with the step */
+        if (e->freed && e->marked && e->birth.seq < H.cur.start_seq)
+            add_late(e->id, &e->at);
+    }
+    H.n = H.cur.first;
+}
+
+/* The step becomes the peak step of the devices that peaked in it; windows that no device
+ * needs any more are released and the events after them moved down. */
+static void keep_step(void)
+{
+    for (int i = 0; i < H.nkept; i++)
+        H.kept[i].devices &= ~H.cur_peaks;
+    H.cur.devices = H.cur_peaks;
+    H.kept[H.nkept++] = H.cur;
+    size_t to = H.first.n;
+    int out = 0;
+    for (int i = 0; i < H.nkept; i++) {
+        hwin w = H.kept[i];
+        if (!w.devices) {
+            unmark(&w);
+            continue;
+        }
+        if (w.first != to)
+            memmove(&H.ev[to], &H.ev[w.first], w.n * sizeof *H.ev);
+        w.first = to;
+        to += w.n;
+        H.kept[out++] = w;
+    }
+    H.nkept = out;
+    H.n = to;
+}
+
+void vt_history_step_locked(void)
+{
+    if (!H.on)
+        return;
+    uint64_t now = vt_clock();
+    if (H.first_open) {
+        if (vt_state.step < H.steps)
+            return;
+        H.first_open = 0;
+        if (!H.first.truncated)
+            H.first.end_time = now;
+    } else {
+        if (!H.cur.truncated)
+            H.cur.end_time = now;
+        /* a peak step the cap left empty tells nothing: the older peak steps stay */
+        if (H.cur_peaks && !(H.cur.truncated && !H.cur.n))
+            keep_step();
+        else
+            drop_step();
+    }
+    start_step(now);
+}
+
+void vt_history_reset_after_fork(void)
+{
+    if (!H.on)
+        return;
+    H.n = H.nlate = 0;
+    H.dropped = 0;
+    H.nkept = 0;
+    uint64_t now = vt_clock();
+    H.first = (hwin){
+        .reason = WIN_FIRST, .start_seq = vt_state.seq + 1, .start_time = now, .end_time = now};
+    H.first_open = vt_state.step < H.steps;
+    start_step(now);
+}
+
+/* --- the copy and the file ------------------------------------------------------------ */
+
+struct vt_history_copy {
+    int on;
+    uint32_t steps;
+    size_t max_events;
+    uint64_t dropped;
+    hev *ev;
+    uint8_t *alive; /* per event: an allocation still on the books */
+    size_t n, cap;
+    late_death *late;
+    size_t nlate, late_cap;
+    hwin win[MAX_WINDOWS];
+    int nwin;
+};
+
+size_t vt_history_bound_locked(void)
+{
+    return H.n + H.nlate;
+}
+
+vt_history_copy *vt_history_copy_new(size_t bound)
+{
+    vt_history_copy *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->cap = bound + bound / 8 + 64;
+    c->late_cap = c->cap < H.late_cap ? c->cap : H.late_cap;
+    c->ev = malloc(c->cap * sizeof *c->ev);
+    c->alive = malloc(c->cap);
+    c->late = malloc(c->late_cap * sizeof *c->late);
+    if (!c->ev || !c->alive || !c->late) {
+        vt_history_copy_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void vt_history_copy_free(vt_history_copy *c)
+{
+    if (!c)
+        return;
+    free(c->ev);
+    free(c->alive);
+    free(c->late);
+    free(c);
+}
+
+int vt_history_freeze_locked(vt_history_copy *c)
+{
+    c->on = H.on;
+    if (!H.on)
+        return 1;
+    if (H.n > c->cap || H.nlate > c->late_cap)
+        return 0;
+    c->steps = H.steps;
+    c->max_events = H.cap;
+    c->dropped = H.dropped;
+    c->n = H.n;
+    c->nlate = H.nlate;
+    memcpy(c->ev, H.ev, H.n * sizeof *H.ev);
+    memcpy(c->late, H.late, H.nlate * sizeof *H.late);
+    for (size_t i = 0; i < H.n; i++) {
+        const hev *e = &H.ev[i];
+        c->alive[i] = !e->freed && e->rec->id == e->id && !e->rec->dead;
+    }
+    uint64_t now = vt_clock();
+    c->nwin = 0;
+    if (H.steps) {
+        c->win[c->nwin] = H.first;
+        if (H.first_open && !H.first.truncated)
+            c->win[c->nwin].end_time = now;
+        c->nwin++;
+    }
+    for (int i = 0; i < H.nkept; i++)
+        c->win[c->nwin++] = H.kept[i];
+    /* a peak in the step in progress: that step so far */
+    if (!H.first_open && H.cur_peaks) {
+        c->win[c->nwin] = H.cur;
+        c->win[c->nwin].devices = H.cur_peaks;
+        if (!H.cur.truncated)
+            c->win[c->nwin].end_time = now;
+        c->nwin++;
+    }
+    return 1;
+}
+
+static int by_id(const void *pa, const void *pb)
+{
+    const hev *a = *(const hev *const *)pa, *b = *(const hev *const *)pb;
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return a->freed - b->freed;
+}
+
+static int late_by_id(const void *pa, const void *pb)
+{
+    const late_death *a = pa, *b = pb;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int listed(const vt_rec *r, const vt_history_listed *l)
+{
+    if (l->oom_device >= 0)
+        return r->device == l->oom_device && !r->dead;
+    uint64_t peak = l->peak_seq[r->device];
+    return r->birth.seq <= peak && (!r->dead || r->death.seq > peak);
+}
+
+/* One allocation from its events (sorted: its allocation first, then its free) and the late
+ * deaths; returns the number of events used. */
+static size_t gather(vt_history_copy *c, hev **ev, size_t n, vt_rec *r)
+{
+    const hev *a = ev[0];
+    *r = (vt_rec){.id = a->id,
+                  .size = a->size,
+                  .address = a->address,
+                  .birth = a->birth,
+                  .site = a->site,
+                  .device = a->device,
+                  .api = a->api,
+                  .kind = a->kind};
+    size_t used = 1;
+    const hev *f = a->freed ? a : n > 1 && ev[1]->id == a->id ? ev[1] : NULL;
+    used += f && f != a;
+    late_death key = {.id = a->id};
+    const late_death *late =
+        f ? NULL : bsearch(&key, c->late, c->nlate, sizeof *c->late, late_by_id);
+    if (f || late || !c->alive[a - c->ev]) {
+        r->dead = 1;
+        r->death = f ? f->at : late ? late->death : a->at;
+        /* neither freed in a window, nor late, nor alive: its free was not kept */
+        if (!f && !late)
+            c->dropped++;
+    }
+    return used;
+}
+
+static void write_allocations(FILE *f, vt_history_copy *c, const vt_history_listed *l,
+                              const vt_history_out *out)
+{
+    fputs("\"history_allocations\": [", f);
+    hev **order = malloc((c->n + 1) * sizeof *order);
+    size_t n = 0;
+    for (int w = 0; order && w < c->nwin; w++)
+        for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++)
+            order[n++] = &c->ev[i];
+    if (order) {
+        qsort(order, n, sizeof *order, by_id);
+        qsort(c->late, c->nlate, sizeof *c->late, late_by_id);
+    }
+    int first = 1;
+    for (size_t i = 0; order && i < n;) {
+        vt_rec r;
+        i += gather(c, order + i, n - i, &r);
+        if (!listed(&r, l))
+            out->alloc(f, out->ctx, &r, &first);
+    }
+    free(order);
+    fputs("],\n", f);
+}
+
+void vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_listed *l,
+                      const vt_history_out *out)
+{
+    if (!cc || !cc->on)
+        return;
+    vt_history_copy *c = (vt_history_copy *)cc;
+    write_allocations(f, c, l, out);
+    fputs("\"history_events\": [", f);
+    size_t k = 0;
+    for (int w = 0; w < c->nwin; w++)
+        for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++, k++) {
+            const hev *e = &c->ev[i];
+            fputs(k ? ",\n  [" : "\n  [", f);
+            vt_json_time(f, out->seconds(out->ctx, e->at.time));
+            fprintf(f, ", %llu, %s%llu]", (unsigned long long)e->id, e->freed ? "-" : "",
+                    (unsigned long long)e->size);
+        }
+    fputs("],\n", f);
+    fprintf(f,
+            "\"history\": {\"steps\": %u, \"max_events\": %zu, \"dropped\": %llu, \"windows\": [",
+            c->steps, c->max_events, (unsigned long long)c->dropped);
+    k = 0;
+    for (int w = 0; w < c->nwin; w++) {
+        const hwin *h = &c->win[w];
+        uint32_t devices = h->reason == WIN_FIRST ? l->used_devices : h->devices;
+        fprintf(f, "%s\n  {\"reason\": \"%s\", \"devices\": [", w ? "," : "",
+                h->reason == WIN_FIRST ? "first_steps" : "peak_step");
+        for (int d = 0, sep = 0; d < VT_MAX_DEVICES; d++)
+            if (devices & (1u << d))
+                fprintf(f, "%s%d", sep++ ? ", " : "", d);
+        fputs("], \"start_s\": ", f);
+        vt_json_time(f, out->seconds(out->ctx, h->start_time));
+        fputs(", \"end_s\": ", f);
+        vt_json_time(f, out->seconds(out->ctx, h->end_time));
+        fprintf(f,
+                ", \"start_seq\": %llu, \"first_event\": %zu, \"events\": %zu, \"truncated\": "
+                "%s}",
+                (unsigned long long)h->start_seq, k, h->n, h->truncated ? "true" : "false");
+        k += h->n;
+    }
+    fputs("]},\n", f);
+}

@@ -1,0 +1,57 @@
+/* The allocation history book: every device allocation and free (time, device, bytes,
+ * allocation id, with the birth and death marks the categories need) in a few windows: the run
+ * from its start until the step counter reaches VRAMTAP_HISTORY_STEPS, and, per device, the
+ * whole step in which it reached its peak. Steps after the first window go to a rolling buffer
+ * that is kept as a device's peak step when a new peak happens in it and dropped otherwise.
+ * VRAMTAP_HISTORY_EVENTS caps the events kept; those past it are counted, not kept.
+ *
+ * Pure data: updated under the state lock in O(1) per event (the events live in memory mapped
+ * once at start-up, so nothing is allocated on the fast path); at a step boundary the rolling
+ * buffer is dropped or kept in time proportional to it. The writer freezes a copy under the
+ * lock and writes it without. */
+#ifndef VT_HISTORY_H
+#define VT_HISTORY_H
+
+#include <stdio.h>
+
+#include "table.h"
+
+/* Reads the environment and maps the buffer; history is off when it cannot be had. */
+VT_HIDDEN void vt_history_init(void);
+/* With the state lock held: r was allocated (new_peak: it set its device's peak) or freed. */
+VT_HIDDEN void vt_history_note_locked(vt_rec *r, int freed, int new_peak);
+/* With the state lock held, just after the step counter moved on. */
+VT_HIDDEN void vt_history_step_locked(void);
+VT_HIDDEN void vt_history_reset_after_fork(void);
+
+typedef struct vt_history_copy vt_history_copy;
+
+/* What the file lists in `allocations`, which the history does not repeat: per device the
+ * event number of its peak, or in a post-mortem the failing device's live set. */
+typedef struct {
+    uint64_t peak_seq[VT_MAX_DEVICES];
+    int oom_device;        /* -1: not a post-mortem */
+    uint32_t used_devices; /* the devices the file lists, as bits */
+} vt_history_listed;
+
+/* Copies the book: vt_history_bound_locked says how big a copy is (under the lock),
+ * vt_history_copy_new allocates it (outside), vt_history_freeze_locked fills it (under the
+ * lock again), returning 0 when the book outgrew it meanwhile. */
+VT_HIDDEN size_t vt_history_bound_locked(void);
+VT_HIDDEN vt_history_copy *vt_history_copy_new(size_t bound);
+VT_HIDDEN int vt_history_freeze_locked(vt_history_copy *c);
+VT_HIDDEN void vt_history_copy_free(vt_history_copy *c);
+
+/* How the writer writes an allocation object and a site reference. */
+typedef struct {
+    void (*alloc)(FILE *f, void *ctx, const vt_rec *r, int *first);
+    double (*seconds)(void *ctx, uint64_t ticks);
+    void *ctx;
+} vt_history_out;
+
+/* The `history`, `history_allocations` and `history_events` members, each followed by ",\n";
+ * nothing when history is off. */
+VT_HIDDEN void vt_history_write(FILE *f, const vt_history_copy *c, const vt_history_listed *l,
+                                const vt_history_out *out);
+
+#endif
