@@ -260,7 +260,7 @@ nomem:
 static int load_runs(fit_run *runs, size_t n, const fit_opts *o, fit_device **devs, size_t *ndevs,
                      vt_err *err)
 {
-    vt_report_opts load = {0, o->device, false, false};
+    vt_report_opts load = {.top_n = 0, .device = o->device};
     for (size_t i = 0; i < n; i++) {
         vt_loaded l;
         if (vt_loaded_open(runs[i].path, &load, &l, err))

@@ -88,7 +88,7 @@ static char *default_output(const char *snapshot, const char *ext)
 
 static int write_picture(const vt_picture_verb *verb, const char *snapshot, const char *output)
 {
-    vt_report_opts o = {VT_DEFAULT_TOP * 2, -1, false, false};
+    vt_report_opts o = {.top_n = VT_DEFAULT_TOP * 2, .device = -1};
     vt_loaded l;
     vt_err err;
     if (vt_loaded_open(snapshot, &o, &l, &err)) {

@@ -31,6 +31,7 @@ static void usage(FILE *out)
             "  --folded     bytes live at the peak as folded stacks, for flamegraph.pl and\n"
             "               speedscope: 'cuda:D;category;outermost;...;innermost BYTES'\n"
             "  --top N      sites shown per category (default %d)\n"
+            "  --ascii      the line of live bytes per phase in plain characters\n"
             "  --device N   only device N\n"
             "  --all-frames site labels keep the frames of the C library, CUDA, vramtap and the\n"
             "               framework's allocator that are folded by default\n"
@@ -53,14 +54,12 @@ static int parse_count(const char *s, long max, long *out)
 int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
                   void (*usage_fn)(FILE *out))
 {
-    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-                                             {"folded", no_argument, NULL, 'f'},
-                                             {"top", required_argument, NULL, 't'},
-                                             {"device", required_argument, NULL, 'd'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {"all-frames", no_argument, NULL, 'a'},
-                                             {NULL, 0, NULL, 0}};
-    *o = (vt_report_opts){VT_DEFAULT_TOP, -1, false, false};
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},      {"folded", no_argument, NULL, 'f'},
+        {"top", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},      {"all-frames", no_argument, NULL, 'a'},
+        {"ascii", no_argument, NULL, 'A'},     {NULL, 0, NULL, 0}};
+    *o = (vt_report_opts){.top_n = VT_DEFAULT_TOP, .device = -1};
     vt_labels_all_frames(false);
     opterr = 0;
     optind = 1;
@@ -90,6 +89,9 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
                 o->top_n = (size_t)v;
             else
                 o->device = (int)v;
+            break;
+        case 'A':
+            o->ascii = true;
             break;
         case 'h':
             usage_fn(stdout);
@@ -121,6 +123,7 @@ unknown:
 int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_err *err)
 {
     memset(l, 0, sizeof *l);
+    l->ascii = o->ascii;
     if (vt_snapshot_load(path, &l->snap, err))
         return -1;
     vt_snapshot *s = &l->snap;
@@ -510,6 +513,7 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
     vt_print_device_title(out, d);
     vt_print_peak(out, "peak", d);
     print_phase_peaks(out, d, &l->phase_peaks[bill - l->bills]);
+    vt_print_sparkline(out, s, d, l->ascii);
     if (d->listed_bytes != d->peak_bytes)
         fprintf(out,
                 "  %snote%s: the allocations listed add up to %s, not the peak %s (an imported "

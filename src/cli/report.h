@@ -11,6 +11,7 @@ typedef struct {
     size_t top_n;
     int device; /* -1: every device */
     bool json, folded;
+    bool ascii; /* the sparkline in plain characters */
 } vt_report_opts;
 
 /* A snapshot with the bills of the devices the options select, and each one's phase peaks. */
@@ -19,6 +20,7 @@ typedef struct {
     vt_bill *bills;
     vt_phase_peaks *phase_peaks;
     size_t nbills;
+    bool ascii;
 } vt_loaded;
 
 /* Loads path and builds its bills; -1 with err when the file or --device is bad. */
@@ -37,6 +39,8 @@ void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill);
 void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n);
 /* Names the modules of shown frames that have no file and line, and why. */
 void vt_print_lines_missing(FILE *out, const vt_snapshot *s);
+/* live bytes per phase instance as one line of blocks, the peak marked (sparkline.c) */
+void vt_print_sparkline(FILE *out, const vt_snapshot *s, const vt_device *d, bool ascii);
 /* the post-mortem of a kind "oom" snapshot (postmortem.c) */
 void vt_print_postmortem(FILE *out, vt_loaded *l);
 /* What to try first after an out-of-memory failure, given the category that dominates the

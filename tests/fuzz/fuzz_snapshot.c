@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!sink && !(sink = fopen("/dev/null", "w")))
         vt_fuzz_fail("cannot open /dev/null");
     const char *path = vt_fuzz_file("input", data, size);
-    vt_report_opts o = {VT_DEFAULT_TOP, -1, false, false};
+    vt_report_opts o = {.top_n = VT_DEFAULT_TOP, .device = -1};
     vt_loaded l;
     vt_err err = {{0}};
     int rc = vt_loaded_open(path, &o, &l, &err);

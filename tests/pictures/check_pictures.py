@@ -143,6 +143,29 @@ def case_imports():
         expect(len(snap["history"]["windows"]), 1, f + ": one history window, the trace")
 
 
+def case_sparkline():
+    """`vramtap report`'s line of live bytes per phase instance: one cell per instance of the
+    timeline, its highest live bytes in eighths of the highest, the peak's instance marked."""
+    out = tmpdir()
+    snap_path = simulated(out)[0]
+    snap = load(snap_path)
+    dev = snap["devices"][0]
+    tl = snap["timeline"]
+    top = max(t["devices"][0]["live_max"] for t in tl)
+    levels = [(t["devices"][0]["live_max"] * 8 - 1) // top for t in tl]
+    peak = next(i for i, t in enumerate(tl) if t["start_s"] <= dev["peak_time_s"] <= t["end_s"])
+    for flag, chars in (([], "▁▂▃▄▅▆▇█"), (["--ascii"], "_.-:=+*#")):
+        lines = cli("report", *flag, snap_path).stdout.splitlines()
+        i = next((k for k, l in enumerate(lines) if l.startswith("  by phase   ")), None)
+        check(i is not None, "no sparkline in the report:\n" + "\n".join(lines))
+        if i is None:
+            continue
+        cells = lines[i][13:13 + len(tl)]
+        expect(cells, "".join(chars[v] for v in levels), "sparkline %s" % flag)
+        expect(lines[i + 1], " " * (13 + peak) + "^ the peak", "the peak's mark %s" % flag)
+    expect(len(tl), 9, "phase instances of three steps")
+
+
 def case_big(nevents=100000):
     """Many events (a million with --events 1000000; fewer by default to keep the suite
     quick: the page's size depends on the points drawn, not on the events): the page stays
