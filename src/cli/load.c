@@ -1070,17 +1070,20 @@ static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
         const vt_alloc *kp = &key;
         const vt_alloc **hit = bsearch(&kp, s->hallocs, n, sizeof *s->hallocs, by_id);
         int64_t b = s->hevents[i].bytes;
-        if (!hit) {
-            vt_err_set(err,
-                       "%s: history_events[%zu]: allocation id %lld is in neither allocations "
-                       "nor history_allocations",
-                       s->path, i, (long long)ids[i]);
-            return -1;
-        }
-        if ((b < 0 ? -b : b) != (*hit)->size) {
-            vt_err_set(err, "%s: history_events[%zu]: %lld bytes, but allocation %lld has %lld",
-                       s->path, i, (long long)b, (long long)ids[i], (long long)(*hit)->size);
-            return -1;
+        /* A history that does not match the allocations (a file someone cut down) is set
+         * aside, not trusted: nothing else depends on it. */
+        if (!hit)
+            snprintf(s->history_unused, sizeof s->history_unused,
+                     "history_events[%zu] names allocation %lld, which is in neither allocations "
+                     "nor history_allocations",
+                     i, (long long)ids[i]);
+        else if ((b < 0 ? -b : b) != (*hit)->size)
+            snprintf(s->history_unused, sizeof s->history_unused,
+                     "history_events[%zu] has %lld bytes, but allocation %lld has %lld", i,
+                     (long long)b, (long long)ids[i], (long long)(*hit)->size);
+        if (s->history_unused[0]) {
+            s->nwindows = 0;
+            return 0;
         }
         s->hevents[i].alloc = (uint32_t)(hit - s->hallocs);
     }

@@ -216,6 +216,8 @@ static json_t *page_data(vt_loaded *l, vt_err *err)
                                         "max_events", (json_int_t)s->history_max_events, "dropped",
                                         (json_int_t)s->history_dropped)
                             : json_null());
+    json_object_set_new(data, "history_unused",
+                        s->history_unused[0] ? json_string(s->history_unused) : json_null());
     json_object_set_new(data, "devices", devs);
     for (size_t i = 0; i < l->nbills; i++) {
         json_t *d = device_json(l, &l->bills[i], err);

@@ -191,6 +191,7 @@ typedef struct {
     size_t nhallocs;
     vt_alloc *hextra;
     size_t nhextra;
+    char history_unused[192]; /* why a history in the file was set aside; "" when it was not */
 } vt_snapshot;
 
 /* Reads and validates PATH. On failure returns -1 with the reason in err (naming the file),

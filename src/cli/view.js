@@ -48,7 +48,9 @@
     if (r.lower_bound)
       add(app, "p", {class: "note"}, r.dropped_events + " events were dropped: figures are lower bounds.");
     const h = data.history;
-    if (!h)
+    if (data.history_unused)
+      add(app, "p", {class: "note"}, "The allocation history was set aside: " + data.history_unused + ".");
+    else if (!h)
       add(app, "p", {class: "note"}, "This snapshot has no allocation history: the chart shows the " +
           "per-phase timeline only (live bytes at each phase's start, end and highest).");
     else if (h.dropped)
@@ -106,7 +108,9 @@
                                  height: H - T - B});
         if (s.phase === "optimizer" && s.end_s !== null && e >= x0 && e <= x1) {
           add(gBands, "svg:line", {class: "tick", x1: X(e), x2: X(e), y1: H - B, y2: H - B + 6});
-          add(gBands, "svg:text", {class: "ticklabel", x: X(e), y: H - 4}, "step " + (s.step + 1));
+          // the axis' own labels sit at both ends
+          if (X(e) > L + 50 && X(e) < W - R - 70)
+            add(gBands, "svg:text", {class: "ticklabel", x: X(e), y: H - 4}, "step " + (s.step + 1));
         }
       });
       // outside the history: each phase instance as a box from its start to its end, up to its

@@ -122,7 +122,24 @@ def case_sim():
     snaps = simulated(out)
     expect(len(snaps), 1, "snapshots of the simulated run")
     for s in snaps:
-        pictures(s, out)
+        snap, data = pictures(s, out)
+        windows = snap["history"]["windows"]
+        expect([(w["reason"], w["devices"], w["truncated"]) for w in windows],
+               [("first_steps", [0], False)], "the run's history: its first three steps")
+        check(data["devices"][0]["windows"][0]["exact"], "the first steps are drawn exactly")
+    # a snapshot cut down to some of its allocations (as gpu-validate does): the history no
+    # longer matches, and is set aside rather than trusted or refused
+    cut = load(snaps[0])
+    cut["allocations"] = cut["allocations"][1:]
+    path = os.path.join(out, "cut.json")
+    with open(path, "w") as f:
+        json.dump(cut, f)
+    cli("report", path)
+    cli("view", path, "-o", path + ".html")
+    data = page_data(path + ".html")
+    check(data["history_unused"] and "is in neither allocations nor history_allocations" in
+          data["history_unused"], "a cut-down snapshot's history: %r" % data["history_unused"])
+    expect(data["devices"][0]["windows"], [], "no window drawn from it")
 
 
 def case_postmortem():
