@@ -33,7 +33,7 @@ void vt_print_sparkline(FILE *out, const vt_snapshot *s, const vt_device *d, boo
         if (peak_cell == SIZE_MAX && d->peak_time_s >= sp[i].start_s && d->peak_time_s <= end)
             peak_cell = c;
     }
-    fprintf(out, "  by phase   ");
+    fprintf(out, "  timeline   ");
     for (size_t c = 0; c < cells; c++) {
         int level = high[c] <= 0 ? 0 : (int)((high[c] * 8 - 1) / top);
         if (c == peak_cell)
