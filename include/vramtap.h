@@ -51,6 +51,37 @@ int vramtap_note_oom(unsigned long long size, int device) __attribute__((weak));
 int vramtap_note_mode(const char *framework, const char *mode, const char *reason)
     __attribute__((weak));
 
+/* What a range of device memory holds, when the timing of phases cannot tell: the categories
+ * of the bill (docs/categories.md). */
+#define VRAMTAP_PARAMETERS "parameters"
+#define VRAMTAP_GRADIENTS "gradients"
+#define VRAMTAP_OPTIMIZER_STATE "optimizer_state"
+#define VRAMTAP_ACTIVATIONS "activations"
+#define VRAMTAP_TEMPORARY "temporary"
+
+/* Label [address, address + bytes) with a category. The range may be a whole allocation or part
+ * of one (a view into a flat buffer, a tensor inside an allocator's segment): at the peak the
+ * allocation's bytes are split by range and the rest keeps the category its timing gives. A
+ * label holds for the allocation live at that address when it was made; label again after
+ * memory is re-made. Ranges outside any allocation vramtap saw (host memory) are ignored.
+ * Returns VRAMTAP_OK, or VRAMTAP_EUNKNOWN for a category not listed above. */
+int vramtap_label_range(const void *address, unsigned long long bytes, const char *category)
+    __attribute__((weak));
+/* The same for n ranges at once: ranges[2*i] is an address, ranges[2*i+1] its length. */
+int vramtap_label_ranges(const unsigned long long *ranges, unsigned long long n,
+                         const char *category) __attribute__((weak));
+/* The run record (`vramtap report --record`): what ran, as key and value, e.g.
+ * ("model", "GPT"), ("batch_size", 8). Keys are lowercase letters, digits and '_' (at most 47);
+ * setting a key again replaces it; values longer than 255 bytes are cut. Well-known keys are
+ * listed in docs/api.md. VRAMTAP_EUNKNOWN for a bad key or a full record (48 keys). */
+int vramtap_record_text(const char *key, const char *value) __attribute__((weak));
+int vramtap_record_int(const char *key, long long value) __attribute__((weak));
+
+static inline int vramtap_label(const void *address, unsigned long long bytes, const char *category)
+{
+    return vramtap_label_range ? vramtap_label_range(address, bytes, category) : VRAMTAP_OK;
+}
+
 static inline int vramtap_begin(const char *name)
 {
     return vramtap_phase_begin ? vramtap_phase_begin(name) : VRAMTAP_OK;

@@ -141,12 +141,24 @@ int vt_bill_build(vt_snapshot *snap, const vt_device *dev, size_t top_n, vt_bill
         const vt_alloc *a = &snap->allocs[i];
         if (a->device != dev->device)
             continue;
-        vt_category c = vt_category_of(snap, a, bill->native);
+        int64_t split[VT_NCATS][VT_NEVIDENCE] = {{0}};
+        if (vt_split_alloc(snap, a, bill->native, split, &bill->workspace_bytes, err))
+            goto fail_counts;
         size_t row = a->site < 0 ? snap->nsites : (size_t)a->site;
-        bill->cat_bytes[c] += a->size;
-        bill->cat_count[c]++;
-        bytes[row * cols + c] += a->size;
-        count[row * cols + c]++;
+        for (int c = 0; c < VT_NCATS; c++) {
+            int64_t in_c = 0;
+            for (int e = 0; e < VT_NEVIDENCE; e++) {
+                bill->evidence[c][e] += split[c][e];
+                in_c += split[c][e];
+            }
+            if (!in_c)
+                continue;
+            /* an allocation split by labels counts once in each category it has bytes in */
+            bill->cat_bytes[c] += in_c;
+            bill->cat_count[c]++;
+            bytes[row * cols + c] += in_c;
+            count[row * cols + c]++;
+        }
         bytes[row * cols + VT_NCATS] += a->size;
         count[row * cols + VT_NCATS]++;
     }
@@ -168,9 +180,10 @@ int vt_bill_build(vt_snapshot *snap, const vt_device *dev, size_t top_n, vt_bill
     return 0;
 
 nomem:
+    vt_err_set(err, "%s: out of memory", snap->path);
+fail_counts:
     free(bytes);
     free(count);
-    vt_err_set(err, "%s: out of memory", snap->path);
 fail:
     vt_bill_free(bill);
     return -1;

@@ -662,6 +662,73 @@ static vt_alloc_kind kind_of(const char *k)
     return VT_KIND_OTHER;
 }
 
+typedef struct {
+    int64_t off, end;
+    int cat;
+} label_range;
+
+static int by_offset(const void *pa, const void *pb)
+{
+    const label_range *a = pa, *b = pb;
+    return (a->off > b->off) - (a->off < b->off);
+}
+
+/* Identity labels: bytes per category, each byte counted once (the first label over it, in
+ * offset order). A category this reader does not know is ignored. */
+static int get_labels(json_t *o, vt_alloc *a, vt_err *err)
+{
+    static const char *const names[VT_NLABELLED] = {"parameters", "gradients", "optimizer_state",
+                                                    "activations", "temporary"};
+    json_t *labels;
+    if (get_container(o, "labels", JSON_ARRAY, NULLABLE, &labels, err))
+        return -1;
+    size_t n = labels ? json_array_size(labels) : 0;
+    if (!n)
+        return 0;
+    label_range *r = malloc(n * sizeof *r);
+    if (!(a->labelled = calloc(VT_NLABELLED, sizeof *a->labelled)) || !r) {
+        free(r);
+        vt_err_set(err, "labels: out of memory");
+        return -1;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *l = json_array_get(labels, i);
+        int64_t off, len;
+        const char *cat;
+        if (!json_is_object(l)) {
+            free(r);
+            return wrong(err, "labels[]", "an object", l);
+        }
+        if (get_bytes(l, "offset", REQUIRED, &off, err) ||
+            get_bytes(l, "bytes", REQUIRED, &len, err) ||
+            get_str(l, "category", REQUIRED, &cat, err)) {
+            free(r);
+            return -1;
+        }
+        if (off + len > a->size) {
+            vt_err_set(err, "labels[%zu]: bytes %lld to %lld lie outside the allocation (%lld)", i,
+                       (long long)off, (long long)(off + len), (long long)a->size);
+            free(r);
+            return -1;
+        }
+        for (int c = 0; c < VT_NLABELLED; c++)
+            if (!strcmp(cat, names[c]))
+                r[used++] = (label_range){off, off + len, c};
+    }
+    qsort(r, used, sizeof *r, by_offset);
+    int64_t covered = 0; /* bytes below this offset are counted */
+    for (size_t i = 0; i < used; i++) {
+        int64_t from = r[i].off > covered ? r[i].off : covered;
+        if (r[i].end > from) {
+            a->labelled[r[i].cat] += r[i].end - from;
+            covered = r[i].end;
+        }
+    }
+    free(r);
+    return 0;
+}
+
 static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
 {
     int64_t size, device, site;
@@ -696,7 +763,10 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     a->site = (int32_t)site;
     a->kind = (uint8_t)kind_of(kind);
     a->alive_at_end = !death;
-    return 0;
+    json_t *from = json_object_get(o, "birth_phase_from");
+    a->birth_from_stack =
+        json_is_string(from) && !strcmp(json_string_value(from), "allocation_stack");
+    return get_labels(o, a, err);
 }
 
 static int parse_alloc(void *ctx, size_t i, vt_err *err)
@@ -795,7 +865,7 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
     int16_t device_index[VT_MAX_DEVICE + 1];
     device_indexes(s, device_index);
     s->nallocs = n;
-    s->allocs = malloc((n ? n : 1) * sizeof *s->allocs);
+    s->allocs = calloc(n ? n : 1, sizeof *s->allocs);
     if (!s->allocs) {
         vt_err_set(err, "%s: out of memory for %zu allocations", s->path, n);
         return -1;
@@ -1203,6 +1273,9 @@ void vt_snapshot_free(vt_snapshot *s)
     }
     free(s->sites);
     free(s->modules);
+    free(s->site_evidence);
+    for (size_t i = 0; i < s->nallocs; i++)
+        free(s->allocs[i].labelled);
     free(s->allocs);
     free(s->windows);
     free(s->hevents);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "record.h"
 #include "report.h"
 
 #define BAR_WIDTH 20
@@ -30,6 +31,8 @@ static void usage(FILE *out)
             "  --json       the same facts as JSON (docs/report-json.md)\n"
             "  --folded     bytes live at the peak as folded stacks, for flamegraph.pl and\n"
             "               speedscope: 'cuda:D;category;outermost;...;innermost BYTES'\n"
+            "  --record     the run record (GPU, framework, model, optimizer, batch, AMP,\n"
+            "               checkpointing, peaks) as a Markdown table\n"
             "  --top N      sites shown per category (default %d)\n"
             "  --ascii      the line of live bytes per phase in plain characters\n"
             "  --device N   only device N\n"
@@ -54,11 +57,15 @@ static int parse_count(const char *s, long max, long *out)
 int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
                   void (*usage_fn)(FILE *out))
 {
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},      {"folded", no_argument, NULL, 'f'},
-        {"top", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},      {"all-frames", no_argument, NULL, 'a'},
-        {"ascii", no_argument, NULL, 'A'},     {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                             {"folded", no_argument, NULL, 'f'},
+                                             {"top", required_argument, NULL, 't'},
+                                             {"device", required_argument, NULL, 'd'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"all-frames", no_argument, NULL, 'a'},
+                                             {"ascii", no_argument, NULL, 'A'},
+                                             {"record", no_argument, NULL, 'r'},
+                                             {NULL, 0, NULL, 0}};
     *o = (vt_report_opts){.top_n = VT_DEFAULT_TOP, .device = -1};
     vt_labels_all_frames(false);
     opterr = 0;
@@ -74,9 +81,10 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
             vt_labels_all_frames(true);
             break;
         case 'f':
+        case 'r':
             if (!allow_folded)
                 goto unknown;
-            o->folded = true;
+            *(c == 'f' ? &o->folded : &o->record) = true;
             break;
         case 't':
         case 'd':
@@ -104,8 +112,8 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
             goto unknown;
         }
     }
-    if (o->json && o->folded) {
-        fprintf(stderr, "vramtap %s: --json and --folded exclude each other\n", argv[0]);
+    if (o->json + o->folded + o->record > 1) {
+        fprintf(stderr, "vramtap %s: --json, --folded and --record exclude each other\n", argv[0]);
         return -1;
     }
     return optind;
@@ -187,47 +195,114 @@ double vt_ratio(const vt_bill *bill, vt_category c)
     return params > 0 ? (double)bill->cat_bytes[c] / (double)params : NAN;
 }
 
-const char *vt_ratio_meaning(vt_category c, double r)
+/* What the record and the evidence say about the causes a ratio could have. */
+typedef struct {
+    bool frozen_ruled_out; /* the record counts every parameter as trainable */
+    bool sgd_plain;        /* the optimizer is SGD without momentum */
+    const char *optimizer; /* the record's optimizer, or NULL */
+    bool by_timing;        /* no byte of the bill was labelled: setup memory is "parameters" */
+} ratio_context;
+
+static ratio_context context_of(const vt_snapshot *s, const vt_bill *bill)
 {
+    ratio_context x = {0};
+    json_t *rec = json_object_get(s->root, "run_record");
+    json_t *all = json_object_get(rec, "parameters"),
+           *tr = json_object_get(rec, "trainable_parameters");
+    x.frozen_ruled_out = json_is_integer(all) && json_is_integer(tr) &&
+                         json_integer_value(all) == json_integer_value(tr);
+    json_t *opt = json_object_get(rec, "optimizer");
+    x.optimizer = json_is_string(opt) ? json_string_value(opt) : NULL;
+    x.sgd_plain = x.optimizer && !strncmp(x.optimizer, "SGD", 3) &&
+                  (strstr(x.optimizer, "momentum=0,") || strstr(x.optimizer, "momentum=0)") ||
+                   strstr(x.optimizer, "momentum=0.0"));
+    x.by_timing = true;
+    for (int c = 0; c < VT_NCATS; c++)
+        x.by_timing &= bill->evidence[c][VT_EV_IDENTITY] == 0;
+    return x;
+}
+
+const char *vt_ratio_meaning(const vt_snapshot *s, const vt_bill *bill, vt_category c, double r)
+{
+    static char text[640];
+    ratio_context x = context_of(s, bill);
+    const char *frozen =
+        x.frozen_ruled_out ? "" : "frozen parameters (LoRA, partial fine-tuning), ";
+    const char *setup = x.by_timing ? "; or memory made before training (a flat gradient buffer, "
+                                      "state created up front) that the timing rules bill as "
+                                      "parameters: the PyTorch hooks or vramtap_label tell them "
+                                      "apart"
+                                    : "";
+    bool none = bill->cat_bytes[c] == 0;
     if (c == VT_CAT_GRADIENTS) {
-        if (r < 0.05)
-            return "about 0: no gradients were live at the peak (freed by zero_grad, or the peak "
-                   "came before backward), or every parameter is frozen";
-        if (r < 0.85)
-            return "below 1: part of the parameters are frozen (LoRA, partial fine-tuning) or "
-                   "gradients are sharded (FSDP, ZeRO-2)";
-        if (r <= 1.15)
-            return "about 1, as usual: one gradient per trainable parameter, same precision";
-        if (r <= 2.2)
-            return "above 1: gradients in higher precision than the parameters (fp32 gradients "
-                   "for bf16 weights) or a second copy (DDP buckets, accumulation buffers)";
-        return "far above 1: several gradient copies are live (DDP buckets, accumulation "
-               "buffers, retained graphs)";
+        if (none)
+            snprintf(text, sizeof text,
+                     "about 0: no gradients were live at the peak (freed by zero_grad, or the peak "
+                     "came before backward)%s%s",
+                     x.frozen_ruled_out ? "" : ", or every parameter is frozen", setup);
+        else if (r < 0.85)
+            snprintf(text, sizeof text, "below 1: %sgradients sharded (FSDP, ZeRO-2)%s", frozen,
+                     setup);
+        else if (r <= 1.15)
+            snprintf(text, sizeof text,
+                     "about 1, as usual: one gradient per trainable parameter, same precision");
+        else if (r <= 2.2)
+            snprintf(text, sizeof text,
+                     "above 1: gradients in higher precision than the parameters (fp32 gradients "
+                     "for bf16 weights) or a second copy (DDP buckets, accumulation buffers)");
+        else
+            snprintf(text, sizeof text,
+                     "far above 1: several gradient copies are live (DDP buckets, accumulation "
+                     "buffers, retained graphs)");
+        return text;
     }
-    if (r < 0.1)
-        return "about 0: plain SGD keeps no state, or the optimizer had not taken its first "
-               "step by the peak";
-    if (r < 0.85)
-        return "below 1: state for part of the parameters only (frozen parameters, state sharded "
-               "by ZeRO or FSDP, or created lazily)";
-    if (r <= 1.15)
-        return "about 1: one buffer per parameter (SGD with momentum, Adagrad, RMSprop)";
-    if (r < 1.8)
-        return "between 1 and 2: Adam-style state for part of the parameters, or mixed "
-               "optimizers";
-    if (r <= 2.2)
-        return "about 2, as usual for Adam and AdamW: two moments per parameter in the "
-               "parameters' precision";
-    if (r < 3.6)
-        return "between 2 and 4: Adam-style state partly in higher precision than the "
-               "parameters";
-    if (r <= 4.4)
-        return "about 4: Adam-style state in fp32 for bf16 or fp16 parameters";
-    if (r >= 5.5 && r <= 6.5)
-        return "about 6: fp32 master weights plus fp32 Adam-style state for half-precision "
-               "parameters";
-    return "unusual: Adam-style optimizers keep 2 buffers per parameter, SGD with momentum 1, "
-           "plain SGD 0; see the optimizer-state sites";
+    if (none) {
+        if (x.sgd_plain)
+            snprintf(text, sizeof text, "about 0, as expected: plain SGD keeps no state");
+        else if (x.optimizer)
+            snprintf(text, sizeof text,
+                     "about 0: %s had not made its state by the peak (the peak came before the "
+                     "first step)%s",
+                     x.optimizer, setup);
+        else
+            snprintf(text, sizeof text,
+                     "about 0: plain SGD keeps no state, or the optimizer had not taken its first "
+                     "step by the peak%s",
+                     setup);
+    } else if (r < 0.85) {
+        snprintf(text, sizeof text,
+                 "below 1: state for part of the parameters only (%sstate sharded by ZeRO or "
+                 "FSDP, or created lazily)%s",
+                 frozen, setup);
+    } else if (r <= 1.15) {
+        snprintf(text, sizeof text,
+                 "about 1: one buffer per parameter (SGD with momentum, Adagrad, RMSprop)");
+    } else if (r < 1.8) {
+        snprintf(text, sizeof text,
+                 "between 1 and 2: Adam-style state for part of the parameters, or mixed "
+                 "optimizers%s",
+                 setup);
+    } else if (r <= 2.2) {
+        snprintf(text, sizeof text,
+                 "about 2, as usual for Adam and AdamW: two moments per parameter in the "
+                 "parameters' precision");
+    } else if (r < 3.6) {
+        snprintf(text, sizeof text,
+                 "between 2 and 4: Adam-style state partly in higher precision than the "
+                 "parameters");
+    } else if (r <= 4.4) {
+        snprintf(text, sizeof text,
+                 "about 4: Adam-style state in fp32 for bf16 or fp16 parameters");
+    } else if (r >= 5.5 && r <= 6.5) {
+        snprintf(text, sizeof text,
+                 "about 6: fp32 master weights plus fp32 Adam-style state for half-precision "
+                 "parameters");
+    } else {
+        snprintf(text, sizeof text,
+                 "unusual: Adam-style optimizers keep 2 buffers per parameter, SGD with momentum "
+                 "1, plain SGD 0; see the optimizer-state sites");
+    }
+    return text;
 }
 
 /* --- the human report ------------------------------------------------------------------- */
@@ -308,28 +383,63 @@ static void print_mode_notes(FILE *out, const vt_loaded *l)
     }
 }
 
-static void print_category_row(FILE *out, vt_category c, const char *label, int64_t bytes,
-                               int64_t whole)
+/* "identity", "timing", or "identity 75%, timing 25%": how a category's bytes were known. */
+static void fmt_evidence(char *buf, size_t len, const vt_bill *bill, vt_category c)
 {
-    char b[32];
-    fprintf(out, "    %s%-26s%s %12s %5.1f%%  %s", vt_cat_on(c), label, vt_off(),
+    size_t o = 0;
+    buf[0] = 0;
+    for (int e = 0; e < VT_NEVIDENCE && bill->cat_bytes[c] > 0; e++) {
+        int64_t b = bill->evidence[c][e];
+        if (!b)
+            continue;
+        int w = b == bill->cat_bytes[c]
+                    ? snprintf(buf + o, len - o, "%s", vt_evidence_key((vt_evidence)e))
+                    : snprintf(buf + o, len - o, "%s%s %.0f%%", o ? ", " : "",
+                               vt_evidence_key((vt_evidence)e),
+                               100.0 * (double)b / (double)bill->cat_bytes[c]);
+        if (w < 0 || (size_t)w >= len - o)
+            return;
+        o += (size_t)w;
+    }
+}
+
+static void print_category_row(FILE *out, const vt_bill *bill, vt_category c, int64_t whole)
+{
+    char b[32], ev[96];
+    int64_t bytes = bill->cat_bytes[c];
+    fmt_evidence(ev, sizeof ev, bill, c);
+    fprintf(out, "    %s%-26s%s %12s %5.1f%%  %s", vt_cat_on(c), vt_category_label(c), vt_off(),
             vt_fmt_bytes(b, bytes), whole > 0 ? 100.0 * (double)bytes / (double)whole : 0.0,
             vt_cat_on(c));
     vt_print_bar(out, bytes, whole, BAR_WIDTH);
-    fprintf(out, "%s\n", vt_off());
+    fprintf(out, "%s%s%s\n", vt_off(), ev[0] ? "  by " : "", ev);
+    if (c == VT_CAT_TEMPORARY && bill->workspace_bytes > 0)
+        fprintf(out, "      %-24s %12s\n", "of which library workspaces",
+                vt_fmt_bytes(b, bill->workspace_bytes));
+}
+
+/* Labels and workspace stacks give categories even where no phase was marked. */
+static bool has_categories(const vt_snapshot *s, const vt_bill *bill)
+{
+    if (s->phase_markers)
+        return true;
+    for (int c = 0; c < VT_CAT_UNATTRIBUTED_PERSISTENT; c++)
+        if (bill->cat_bytes[c])
+            return true;
+    return false;
 }
 
 void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill)
 {
     char b[32];
     int64_t whole = bill->dev->listed_bytes;
+    bool five = has_categories(s, bill);
     for (int c = 0; c < VT_NCATS; c++) {
         bool unattributed = c >= VT_CAT_UNATTRIBUTED_PERSISTENT;
-        /* the five with markers, the unattributed ones without (or when some are present) */
-        if (unattributed ? bill->cat_count[c] == 0 : !s->phase_markers)
+        /* the five with markers or labels, the unattributed ones when they hold anything */
+        if (unattributed ? bill->cat_count[c] == 0 : !five)
             continue;
-        print_category_row(out, (vt_category)c, vt_category_label((vt_category)c),
-                           bill->cat_bytes[c], whole);
+        print_category_row(out, bill, (vt_category)c, whole);
     }
     fprintf(out, "    %-26s %12s %5.1f%%  in %zu allocation%s\n", "total", vt_fmt_bytes(b, whole),
             whole > 0 ? 100.0 : 0.0, bill->dev->listed_count,
@@ -389,7 +499,7 @@ static void print_levels(FILE *out, const vt_bill *bill)
     print_level(out, "device used", d->used_at_peak_bytes, why);
 }
 
-static void print_checks(FILE *out, const vt_bill *bill)
+static void print_checks(FILE *out, const vt_snapshot *s, const vt_bill *bill)
 {
     static const vt_category checked[] = {VT_CAT_GRADIENTS, VT_CAT_OPTIMIZER_STATE};
     fprintf(out, "\n  %schecks%s\n", vt_on(VT_STYLE_BOLD), vt_off());
@@ -398,7 +508,7 @@ static void print_checks(FILE *out, const vt_bill *bill)
         char label[40];
         snprintf(label, sizeof label, "%s / parameters", vt_category_label(checked[i]));
         int col = fprintf(out, "    %-30s %5.2f ", label, r);
-        vt_print_wrapped(out, col, col, vt_ratio_meaning(checked[i], r));
+        vt_print_wrapped(out, col, col, vt_ratio_meaning(s, bill, checked[i], r));
     }
 }
 
@@ -523,15 +633,20 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
     fputc('\n', out);
     if (bill->native) {
         print_segments(out, bill);
+        if (has_categories(s, bill)) {
+            fprintf(out, "\n  %sat the peak, by labels%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+            vt_print_categories(out, s, bill);
+        }
     } else {
         fprintf(out, "  %sat the peak%s\n", vt_on(VT_STYLE_BOLD), vt_off());
         vt_print_categories(out, s, bill);
     }
+    vt_print_pytorch_categories(out, s, d->device);
     print_levels(out, bill);
     if (!bill->native && s->phase_markers && bill->cat_bytes[VT_CAT_PARAMETERS] > 0) {
         /* ratios of zero say nothing about an inference run: say what they would mean */
         if (bill->cat_bytes[VT_CAT_GRADIENTS] || bill->cat_bytes[VT_CAT_OPTIMIZER_STATE])
-            print_checks(out, bill);
+            print_checks(out, s, bill);
         else {
             /* a peak in or after a backward did not come before it */
             bool after = bill->dev->peak_phase == VT_BACKWARD ||
@@ -577,6 +692,7 @@ void vt_print_report(FILE *out, vt_loaded *l)
 {
     const vt_snapshot *s = &l->snap;
     print_run(out, s);
+    vt_print_record(out, s);
     print_mode_notes(out, l);
     if (!s->ndevices)
         fputs("\n  no device memory was allocated\n", out);
@@ -605,7 +721,9 @@ static int report_one(const char *path, const vt_report_opts *o)
         return 2;
     }
     int rc = 0;
-    if (o->folded) {
+    if (o->record) {
+        vt_print_record_markdown(stdout, &l.snap);
+    } else if (o->folded) {
         if (vt_print_folded(stdout, &l, &err)) {
             fprintf(stderr, "vramtap report: %s\n", err.msg);
             rc = 2;
@@ -733,8 +851,9 @@ int vt_cmd_report(int argc, char **argv)
                     }
         } else if (n == 1) {
             rc = report_one(paths[0], &o);
-        } else if (o.folded) {
-            fprintf(stderr, "vramtap report: --folded reads one snapshot, not %zu\n", n);
+        } else if (o.folded || o.record) {
+            fprintf(stderr, "vramtap report: --%s reads one snapshot, not %zu\n",
+                    o.folded ? "folded" : "record", n);
             rc = 2;
         } else {
             rc = vt_report_ranks(paths, n, &o);

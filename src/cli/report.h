@@ -9,9 +9,9 @@
 
 typedef struct {
     size_t top_n;
-    int device; /* -1: every device */
-    bool json, folded;
-    bool ascii; /* the sparkline in plain characters */
+    int device;                /* -1: every device */
+    bool json, folded, record; /* folded and record: report only */
+    bool ascii;                /* the sparkline in plain characters */
 } vt_report_opts;
 
 /* A snapshot with the bills of the devices the options select, and each one's phase peaks. */
@@ -64,6 +64,9 @@ int vt_report_ranks(char **paths, size_t n, const vt_report_opts *o);
 
 /* the gradients / parameters and optimizer state / parameters checks; NAN without parameters */
 double vt_ratio(const vt_bill *bill, vt_category c);
-const char *vt_ratio_meaning(vt_category c, double r);
+/* What a ratio means, given what the run record says (the optimizer, frozen parameters) and
+ * whether timing alone decided the categories compared: causes the record rules out are not
+ * offered. */
+const char *vt_ratio_meaning(const vt_snapshot *s, const vt_bill *bill, vt_category c, double r);
 
 #endif

@@ -2,6 +2,7 @@
  * docs/report-json.md. Bytes are integers; unknown values are null. */
 #include <math.h>
 
+#include "record.h"
 #include "report.h"
 
 static json_t *int_or_null(int64_t v)
@@ -41,6 +42,23 @@ json_t *vt_categories_json(const vt_bill *bill)
                         json_integer(bill->cat_bytes[VT_CAT_UNATTRIBUTED_PERSISTENT] +
                                      bill->cat_bytes[VT_CAT_UNATTRIBUTED_TRANSIENT]));
     return c;
+}
+
+/* How each category's bytes were established: {"parameters": {"identity": N, "stack": N,
+ * "timing": N}, ...}, the five categories (or, without them, nothing). */
+static json_t *evidence_json(const vt_bill *bill)
+{
+    json_t *j = json_object();
+    for (int c = 0; c < VT_NCATS; c++) {
+        if (c >= VT_CAT_UNATTRIBUTED_PERSISTENT)
+            break;
+        json_t *e = json_object();
+        for (int k = 0; k < VT_NEVIDENCE; k++)
+            json_object_set_new(e, vt_evidence_key((vt_evidence)k),
+                                json_integer(bill->evidence[c][k]));
+        json_object_set_new(j, vt_category_key((vt_category)c), e);
+    }
+    return j;
 }
 
 json_t *vt_site_json(const vt_snapshot *snap, const vt_site_total *t)
@@ -123,6 +141,11 @@ static json_t *device_json(const vt_snapshot *s, const vt_bill *bill, const vt_p
         "optimizer_state_per_parameter",
         real_or_null(checks ? vt_ratio(bill, VT_CAT_OPTIMIZER_STATE) : NAN), "top_sites", top);
     json_object_set_new(j, "phase_peaks", phase_peaks_json(pp));
+    json_object_set_new(j, "evidence", evidence_json(bill));
+    json_object_set_new(j, "library_workspace_bytes", json_integer(bill->workspace_bytes));
+    json_t *pytorch = vt_pytorch_categories_json(s, d->device);
+    if (pytorch)
+        json_object_set_new(j, "pytorch_categories", pytorch);
     if (bill->native)
         json_object_set_new(j, "segments_by_birth", groups_json(bill));
     return j;
@@ -187,6 +210,7 @@ json_t *vt_report_json(vt_loaded *l)
         "dropped_events", (json_int_t)s->dropped, "unknown_frees", (json_int_t)s->unknown_frees,
         "host_peak_bytes", int_or_null(s->host_peak_bytes), "devices", devices, "oom_events",
         events);
+    json_object_set_new(doc, "run_record", vt_run_record_json(s));
     if (s->has_oom)
         json_object_set_new(doc, "oom", postmortem_json(l));
     return doc;

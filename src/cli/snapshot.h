@@ -48,6 +48,9 @@ typedef enum {
     VT_KIND_OTHER /* a kind a newer library writes */
 } vt_alloc_kind;
 
+/* The categories a label can give: the first five of vt_category, in the same order. */
+#define VT_NLABELLED 5
+
 typedef struct {
     int64_t id;
     int64_t size;
@@ -57,6 +60,10 @@ typedef struct {
     int32_t device;
     uint8_t kind; /* vt_alloc_kind */
     bool alive_at_end;
+    bool birth_from_stack; /* import: birth phase inferred from the allocation's own stack */
+    /* Identity evidence: bytes of this allocation labelled with each category (overlapping
+     * labels counted once), or NULL when it has no label. */
+    int64_t *labelled;
 } vt_alloc;
 
 typedef struct {
@@ -175,6 +182,7 @@ typedef struct {
     vt_module *modules;
     size_t nmodules;
     vt_lines *lines; /* NULL until a site with module ids is loaded */
+    uint8_t *site_evidence; /* evidence.c's cache, per site */
     vt_oom *oom_events;
     size_t noom_events;
     bool has_oom;
@@ -232,12 +240,27 @@ typedef enum {
 } vt_category;
 
 vt_category vt_classify(const vt_alloc *a, bool phase_markers, int64_t final_steps);
-/* The category the report gives a: vt_classify, or in native mode (segments shared by every
- * category) unattributed. */
+/* One category for a, for the views that show one per allocation (history, the HTML page): the
+ * label covering at least half of it, else vt_classify, or in native mode (segments shared by
+ * every category) unattributed. The bill splits by byte instead (vt_split_alloc). */
 vt_category vt_category_of(const vt_snapshot *snap, const vt_alloc *a, bool native);
 /* key as in --json ("optimizer_state"), label for people ("optimizer state") */
 const char *vt_category_key(vt_category c);
 const char *vt_category_label(vt_category c);
+
+/* --- evidence.c: what decided each byte's category ------------------------------------- */
+
+/* Strongest first: the framework or the program said what the memory is; a stack names a
+ * library workspace (or, in an imported recording, the optimizer or autograd's thread); the
+ * timing rules of classify.c. */
+typedef enum { VT_EV_IDENTITY, VT_EV_STACK, VT_EV_TIMING, VT_NEVIDENCE } vt_evidence;
+
+const char *vt_evidence_key(vt_evidence e);
+/* Splits allocation a's bytes into bytes[category][evidence] (added to); *workspace gets the
+ * bytes that the stack names as a library workspace. In native mode what no label covers is
+ * unattributed (a segment holds every category). -1 with err when a site cannot be read. */
+int vt_split_alloc(vt_snapshot *snap, const vt_alloc *a, bool native,
+                   int64_t bytes[VT_NCATS][VT_NEVIDENCE], int64_t *workspace, vt_err *err);
 
 /* --- bill.c: the per-device bill at the peak -------------------------------------------- */
 
@@ -255,8 +278,10 @@ typedef struct {
 
 typedef struct {
     const vt_device *dev;
-    bool native; /* segments, not tensors: no category split */
+    bool native; /* segments, not tensors: no category split but by labels */
     int64_t cat_bytes[VT_NCATS], cat_count[VT_NCATS];
+    int64_t evidence[VT_NCATS][VT_NEVIDENCE]; /* how cat_bytes were established */
+    int64_t workspace_bytes;                  /* of temporary: library workspaces by stack */
     /* every site holding bytes of a category, largest first; the first ntop are shown and
      * their frames loaded */
     vt_site_total *top[VT_NCATS];

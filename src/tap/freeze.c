@@ -23,6 +23,10 @@ static int freeze_rec(frozen *fz, const vt_rec *r)
 {
     if (fz->nrecs == fz->caprecs)
         return 0;
+    if (!vt_identity_freeze_rec_locked(fz->identity, r)) {
+        vt_identity_thaw(fz->identity); /* out of memory: a file without labels */
+        fz->identity = NULL;
+    }
     fz->recs[fz->nrecs++] = vt_frozen_rec(r);
     return 1;
 }
@@ -81,6 +85,8 @@ static int reserve(frozen *fz, size_t nrecs, size_t nspans, size_t nhistory)
 void vt_thaw(frozen *fz)
 {
     vt_history_copy_free(fz->history);
+    vt_identity_thaw(fz->identity);
+    free(fz->record);
     free(fz->recs);
     free(fz->spans);
     free(fz->dev);
@@ -95,6 +101,11 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
 {
     if (vt_state.nspans > capspans || (fz->history && !vt_history_freeze_locked(fz->history)))
         return 0;
+    /* labels of the records copied from here on, and the loose ranges as of now */
+    vt_identity_thaw(fz->identity);
+    fz->identity = vt_identity_freeze_locked();
+    free(fz->record);
+    fz->record = vt_record_freeze_locked();
     fz->end_time = vt_clock();
     fz->markers = vt_state.markers;
     fz->step = vt_state.step;
@@ -287,8 +298,10 @@ int vt_freeze(frozen *fz, const vt_oom *oom)
         if (reserve(fz, nrecs, nspans, nhistory))
             return -1;
         int steps = oom ? 0 : freeze_in_steps(fz, nspans + 8);
-        if (steps == 1 || (steps == 0 && freeze_at_once(fz, oom, nspans + 8)))
+        if (steps == 1 || (steps == 0 && freeze_at_once(fz, oom, nspans + 8))) {
+            vt_identity_frozen_ready(fz->identity);
             return 0;
+        }
     }
     return -1;
 }

@@ -4,6 +4,8 @@
 #define VT_FREEZE_H
 
 #include "history.h"
+#include "identity.h"
+#include "record.h"
 #include "table.h"
 
 /* One allocation as the file shows it. */
@@ -35,7 +37,9 @@ typedef struct {
     int nooms;
     frozen_rec *recs;
     size_t nrecs, caprecs;
-    vt_history_copy *history; /* NULL: no room for it, the file goes without */
+    vt_history_copy *history;     /* NULL: no room for it, the file goes without */
+    vt_identity_frozen *identity; /* labels of the records and loose ranges; NULL: none */
+    vt_record_frozen *record;
 } frozen;
 
 /* Copies the books: for an exit or interim file (oom NULL) the allocations live at each

@@ -13,6 +13,7 @@
 #include "command.h"
 #include "freeze.h"
 #include "history.h"
+#include "identity.h"
 #include "json_out.h"
 #include "launcher.h"
 #include "locks.h"
@@ -21,6 +22,7 @@
 #include "outfile.h"
 #include "peak.h"
 #include "pystack.h"
+#include "record.h"
 #include "snapshot.h"
 #include "stacks.h"
 #include "table.h"
@@ -63,7 +65,8 @@ static void write_mark(FILE *f, const vt_mark *m)
             m->step, m->instance);
 }
 
-static void write_rec(FILE *f, const frozen_rec *r, int *first, sitemap *sm)
+static void write_rec(FILE *f, const frozen_rec *r, int *first, sitemap *sm,
+                      vt_identity_frozen *identity)
 {
     fprintf(f,
             "%s\n  {\"id\": %llu, \"device\": %d, \"size\": %llu, \"address\": ", *first ? "" : ",",
@@ -89,13 +92,15 @@ static void write_rec(FILE *f, const frozen_rec *r, int *first, sitemap *sm)
         fputs("null", f);
     fputs(", \"site\": ", f);
     site_ref(f, sm, r->site);
+    vt_identity_write_rec(f, identity, r->id, r->address, r->size, r->birth.seq, r->dead,
+                          r->death.seq);
     fputc('}', f);
 }
 
 static void history_alloc(FILE *f, void *sm, const vt_rec *r, int *first)
 {
     frozen_rec fr = vt_frozen_rec(r);
-    write_rec(f, &fr, first, sm);
+    write_rec(f, &fr, first, sm, NULL); /* history_allocations carry no labels */
 }
 
 static double history_seconds(void *ctx, uint64_t ticks)
@@ -119,7 +124,7 @@ static void write_allocations(FILE *f, const frozen *fz, sitemap *sm)
 {
     int first = 1;
     for (size_t i = 0; i < fz->nrecs; i++)
-        write_rec(f, &fz->recs[i], &first, sm);
+        write_rec(f, &fz->recs[i], &first, sm, fz->identity);
 }
 
 static void write_env(FILE *f)
@@ -403,6 +408,8 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     fputs("\"allocations\": [", f);
     write_allocations(f, fz, &sm);
     fputs("],\n", f);
+    vt_identity_write_summary(f, fz->identity);
+    vt_record_write(f, fz->record);
     write_timeline(f, fz);
     write_ooms(f, fz, &sm);
     if (oom) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "identity.h"
 #include "locks.h"
 #include "resolve.h"
 #include "sample.h"
@@ -86,6 +87,8 @@ static vt_rec *rec_new(void)
 
 void vt_rec_free(vt_rec *r)
 {
+    if (r->labelled)
+        vt_identity_forget_locked(r);
     r->next = free_recs;
     free_recs = r;
 }
@@ -170,6 +173,11 @@ static vt_rec *find(vt_rec *table, uintptr_t key)
 }
 
 /* A new record in `table`, or NULL (counted as dropped) when memory ran out. */
+vt_rec *vt_live_find_locked(uintptr_t addr)
+{
+    return find(vt_state.live, addr);
+}
+
 static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, int device,
                       uint64_t size, uint32_t site)
 {
@@ -578,6 +586,7 @@ void vt_span_close_locked(uint64_t now)
  * long as the parent took to make them, in a child that may only exec. */
 void vt_table_reset_after_fork(void)
 {
+    vt_identity_reset_after_fork();
     uint8_t phase = vt_state.phase;
     uint32_t step = vt_state.step, instance = vt_state.instance;
     int markers = vt_state.markers;

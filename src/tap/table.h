@@ -48,6 +48,7 @@ typedef struct vt_rec {
     uint8_t api, kind;
     uint8_t dead;
     uint8_t hist;       /* its allocation is in a kept window of the history */
+    uint8_t labelled;   /* identity.c holds labels for it */
     int32_t refs, maps; /* VMM: handle references and live mappings */
     uint32_t copied;    /* the writer's mark: the copy (freeze.c) that holds it already */
 } vt_rec;
@@ -203,6 +204,9 @@ VT_HIDDEN void vt_span_close_locked(uint64_t now);
 
 /* Records go back to a free list, not to malloc: an allocation and its free cost no malloc. */
 VT_HIDDEN void vt_rec_free(vt_rec *r);
+
+/* The live device allocation that starts at addr, or NULL (lock held). */
+VT_HIDDEN vt_rec *vt_live_find_locked(uintptr_t addr);
 
 /* Each table holds an anchor entry that is not an allocation: skip it when iterating. */
 VT_HIDDEN int vt_table_anchor(const vt_rec *r);

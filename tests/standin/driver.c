@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static struct books books_ = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -39,13 +40,15 @@ static void fork_release(void)
 static void setup(void)
 {
     struct books *b = &books_;
-    unsigned long long ndev = 2, capacity = 16ull << 30, context = 0, no_default = 0;
+    unsigned long long ndev = 2, capacity = 16ull << 30, context = 0, no_default = 0,
+                       host_backed = 0;
     read_knob("STANDIN_DEVICES", 0, MAX_DEVICES, &ndev);
     /* At most a quarter of a device's address span: the rest is headroom for fragmentation, so
      * addresses do not run out before capacity does. */
     read_knob("STANDIN_CAPACITY", 1, DEVICE_HEAP_SPAN / 4, &capacity);
     read_knob("STANDIN_CONTEXT_BYTES", 0, capacity, &context);
     read_knob("STANDIN_NO_DEFAULT_CTX", 0, 1, &no_default);
+    read_knob("STANDIN_HOST_BACKED", 0, 1, &host_backed);
     b->ndev = (int)ndev;
     b->capacity = capacity;
     b->context_bytes = context;
@@ -59,6 +62,14 @@ static void setup(void)
         ok = dev->default_pool &&
              arena_init(&dev->heap, DEVICE_HEAP_BASE + (uintptr_t)d * DEVICE_HEAP_SPAN,
                         DEVICE_HEAP_SPAN);
+        /* Host-backed: device memory a program can read and write (tests that wrap it in
+         * framework tensors). Addresses are first-fit, so they stay within a few capacities of
+         * the heap's base; pages are touched only when used. */
+        if (ok && host_backed)
+            ok = mmap((void *)(DEVICE_HEAP_BASE + (uintptr_t)d * DEVICE_HEAP_SPAN), 4 * capacity,
+                      PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1,
+                      0) != MAP_FAILED;
     }
     if (!ok) {
         fputs("stand-in: out of host memory at start-up\n", stderr);

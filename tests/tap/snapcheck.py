@@ -39,6 +39,13 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] history dropped N         history.dropped
     EXPECT [pid=N] history_death SIZE PHASE STEP  death of the one allocation of SIZE bytes
                                              (allocations and history_allocations)
+    EXPECT [pid=N] labels ADDR OFF:BYTES:CATEGORY,...  the labels of the allocation at ADDR, as
+                                             a set ("-": none)
+    EXPECT [pid=N] identity KEY N            identity[KEY]
+    EXPECT [pid=N] record KEY VALUE          run_record[KEY] (a number, or text)
+    EXPECT [pid=N] bill DEV CATEGORY EVIDENCE BYTES  `vramtap report --json`:
+                                             devices[DEV].evidence[CATEGORY][EVIDENCE]
+    EXPECT [pid=N] workspace DEV BYTES       the same report's library_workspace_bytes
     EXPECT stderr REGEX N                    lines of stderr matching REGEX
 
 pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] [--cwd-out] --
@@ -166,6 +173,27 @@ def by_address(doc, addr):
     return found[0] if len(found) == 1 else None
 
 
+_reports = {}
+
+
+def report_json(doc):
+    """`vramtap report --json` of the snapshot of doc's process, run once."""
+    if doc["pid"] not in _reports:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(doc, f)
+        p = subprocess.run([os.environ["VT_CLI"], "report", "--json", f.name],
+                           capture_output=True, text=True)
+        _reports[doc["pid"]] = json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr}
+    return _reports[doc["pid"]]
+
+
+def report_device(doc, dev):
+    for d in report_json(doc).get("devices", []):
+        if d["device"] == dev:
+            return d
+    return {}
+
+
 def check(doc, what, rest, failures, expected_at_peak, pid):
     def expect(got, want, label):
         if got != want:
@@ -194,6 +222,28 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         got = [mark["phase"], mark["step"]] if mark else [None, None]
         want = [None if rest[1] == "null" else rest[1], None if rest[2] == "null" else int(rest[2])]
         expect(got, want, "%s of %s" % (what, rest[0]))
+    elif what == "labels":
+        a = by_address(doc, rest[0])
+        if a is None:
+            failures.append("pid %d: no single allocation at %s in the peak set" % (pid, rest[0]))
+            return
+        got = sorted("%d:%d:%s" % (l["offset"], l["bytes"], l["category"])
+                     for l in a.get("labels", []))
+        want = [] if rest[1] == "-" else sorted(rest[1].split(","))
+        expect(got, want, "labels of " + rest[0])
+    elif what == "identity":
+        expect(doc.get("identity", {}).get(rest[0]), int(rest[1]), "identity " + rest[0])
+    elif what == "record":
+        want = " ".join(rest[1:])
+        expect(doc.get("run_record", {}).get(rest[0]),
+               int(want) if re.fullmatch(r"-?\d+", want) else want, "run_record " + rest[0])
+    elif what == "bill":
+        d = report_device(doc, int(rest[0]))
+        got = d.get("evidence", {}).get(rest[1], {}).get(rest[2])
+        expect(got, int(rest[3]), "report: device %s %s by %s" % tuple(rest[:3]))
+    elif what == "workspace":
+        expect(report_device(doc, int(rest[0])).get("library_workspace_bytes"), int(rest[1]),
+               "report: device %s library workspaces" % rest[0])
     elif what == "peak_at":
         d = device(doc, int(rest[0]))
         expect(d and [d["peak_phase"], d["peak_step"]], [rest[1], int(rest[2])],

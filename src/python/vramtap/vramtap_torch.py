@@ -23,6 +23,8 @@ import sys
 import threading
 import types
 
+import vramtap_identity
+
 __all__ = ["loaded", "phase", "step", "install"]
 
 
@@ -199,6 +201,8 @@ def _install_forward(torch, compiling):
             return call(self, *args, **kwargs)
         _tls.inside_module_call = True
         opened = _outermost_begin(is_grad_enabled())
+        if opened:
+            vramtap_identity.note_forward(self, args, kwargs)
         try:
             return call(self, *args, **kwargs)
         except BaseException as e:
@@ -236,11 +240,13 @@ def _outermost_end(opened):
         _api[2]()
 
 
-def _phase_wrapper(fn, name, compiling):
+def _phase_wrapper(fn, name, compiling, note=None):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if compiling and compiling():
             return fn(*args, **kwargs)
+        if note is not None:
+            note(1)
         _begin(name)
         try:
             return fn(*args, **kwargs)
@@ -249,6 +255,8 @@ def _phase_wrapper(fn, name, compiling):
             raise
         finally:
             _end(name)
+            if note is not None:
+                note(-1)
 
     return wrapper
 
@@ -256,8 +264,25 @@ def _phase_wrapper(fn, name, compiling):
 def _install_backward(torch, compiling):
     # Tensor.backward looks torch.autograd.backward up at each call, so it is covered too.
     autograd = torch.autograd
-    autograd.backward = _phase_wrapper(autograd.backward, b"backward", compiling)
-    autograd.grad = _phase_wrapper(autograd.grad, b"backward", compiling)
+    note = vramtap_identity.note_backward
+    autograd.backward = _phase_wrapper(autograd.backward, b"backward", compiling, note)
+    autograd.grad = _phase_wrapper(autograd.grad, b"backward", compiling, note)
+
+
+def _install_checkpoint(torch, compiling):
+    # Only to tell the run record that activation checkpointing is used.
+    checkpoint = importlib.import_module("torch.utils.checkpoint")
+    for name in ("checkpoint", "checkpoint_sequential"):
+        fn = getattr(checkpoint, name, None)
+        if fn is None:
+            continue
+
+        def wrapper(*args, _fn=fn, **kwargs):
+            if not (compiling and compiling()):
+                vramtap_identity.note_checkpoint()
+            return _fn(*args, **kwargs)
+
+        setattr(checkpoint, name, functools.wraps(fn)(wrapper))
 
 
 def _install_optimizer(torch, compiling):
@@ -271,6 +296,7 @@ def _install_optimizer(torch, compiling):
         global _steps_counted_elsewhere
         _steps_counted_elsewhere = True
         init(self, *args, **kwargs)
+        vramtap_identity.note_optimizer(self)
 
     Optimizer.__init__ = __init__
     if hasattr(optim, "register_optimizer_step_pre_hook"):
@@ -300,6 +326,7 @@ def _step_post_hook(compiling, optimizer, args, kwargs):
                 del _open_steps[i]
                 break
     _end(b"optimizer")
+    vramtap_identity.note_step()
 
 
 def _wrap_optimizer_classes(Optimizer):
@@ -314,12 +341,14 @@ def _wrap_optimizer_classes(Optimizer):
         def wrapped(*args, **kwargs):
             _begin(b"optimizer")
             try:
-                return step(*args, **kwargs)
+                out = step(*args, **kwargs)
             except BaseException as e:
                 _note_oom(e)
                 raise
             finally:
                 _end(b"optimizer")
+            vramtap_identity.note_step()
+            return out
 
         wrapped._vramtap = True
         cls.step = wrapped
@@ -391,8 +420,9 @@ def install(env_at_start=None):
         _check_allocator_settings(torch, env_at_start)
     compiling = _compiling_probe(torch)
     failed = []
+    vramtap_identity.install(torch)
     for what, fn in (("forward", _install_forward), ("backward", _install_backward),
-                     ("optimizer", _install_optimizer)):
+                     ("optimizer", _install_optimizer), ("checkpoint", _install_checkpoint)):
         try:
             fn(torch, compiling)
         except Exception as e:  # any failure: say so once, the program runs on

@@ -1,0 +1,303 @@
+"""What PyTorch's memory is, as the hooks in vramtap_torch.py see it: identity evidence and the
+run record (docs/python.md).
+
+Identity: the storage ranges of the parameters and buffers of every root module that ran a
+forward, of every ``.grad`` and ``main_grad``, and of every tensor in an optimizer's ``state``
+(nested containers included) are handed to the library with ``vramtap_label_ranges``, one call
+per category. Ranges are taken at storage level, so views into a flat buffer give the buffer.
+The library matches them against the allocations it saw and ignores the rest (host memory), so
+nothing is filtered by device here.
+
+Refreshes run at the first forward of each root module and after each optimizer step. A tensor
+already reported is not looked at again while it lives (a weak reference tells), so a refresh
+costs a dictionary look-up per tensor; only new tensors cost a storage look-up and travel to the
+library.
+
+The run record: the root module's class, parameter counts, bytes and dtypes, the optimizers and
+the settings that change their memory, the first input's shape, AMP, activation checkpointing and
+micro-batches per optimizer step, set with ``vramtap_record_text`` / ``vramtap_record_int`` when
+they change.
+"""
+
+import ctypes
+import functools
+import sys
+import threading
+import weakref
+
+_CATEGORIES = (b"parameters", b"gradients", b"optimizer_state")
+_PARAMETERS, _GRADIENTS, _STATE = range(3)
+# Optimizer settings that change how much memory its state takes.
+_MEMORY_SETTINGS = ("momentum", "amsgrad", "foreach", "fused", "capturable", "centered",
+                    "differentiable", "decoupled_weight_decay")
+
+
+_SIGNATURES = (
+    ("vramtap_label_ranges", [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_ulonglong,
+                              ctypes.c_char_p]),
+    ("vramtap_record_text", [ctypes.c_char_p, ctypes.c_char_p]),
+    ("vramtap_record_int", [ctypes.c_char_p, ctypes.c_longlong]),
+)
+
+
+def _load():
+    """(label_ranges, record_text, record_int), or None with an older library or none."""
+    try:
+        fns = [getattr(ctypes.CDLL(None), name) for name, _ in _SIGNATURES]
+    except (OSError, AttributeError):
+        return None
+    for fn, (_, argtypes) in zip(fns, _SIGNATURES):
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    return tuple(fns)
+
+
+_api = _load()
+_lock = threading.Lock()
+_roots = weakref.WeakKeyDictionary()  # root modules, in the order of their first forward
+_optimizers = weakref.WeakSet()
+# id(tensor) -> weak reference of a tensor whose storage the library already has
+_seen = {}
+_record = {}
+_storage = None  # Tensor -> its untyped storage: untyped_storage (2.x) or _storage (1.13)
+_backwards_since_step = 0
+_backward_depth = 0
+
+
+def _guarded(fn):
+    """A failure here must not reach the program: say so once and stop labelling."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        global _api
+        if _api is None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            _api = None
+            sys.stderr.write("vramtap: identity evidence and the run record stop here (%s: %s); "
+                             "the bill falls back to timing\n" % (type(e).__name__, e))
+            return None
+
+    return wrapper
+
+
+def _autocast_dtype(torch):
+    """The dtype autocast runs in now, or None when it is off."""
+    if hasattr(torch, "get_autocast_dtype"):  # 2.4 and later: per device type
+        for device in ("cuda", "cpu"):
+            if torch.is_autocast_enabled(device):
+                return torch.get_autocast_dtype(device)
+        return None
+    if torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    if torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None
+
+
+def _storage_of(torch):
+    if hasattr(torch.Tensor, "untyped_storage"):
+        return torch.Tensor.untyped_storage
+    return torch.Tensor._storage
+
+
+def _forget(key, ref):
+    if _seen.get(key) is ref:
+        del _seen[key]
+
+
+def _collect(tensor, out):
+    """Adds the storage range of `tensor` to out when the library does not have it yet."""
+    key = id(tensor)
+    ref = _seen.get(key)
+    if ref is not None and ref() is tensor:
+        return
+    try:
+        storage = _storage(tensor)
+        out.append((storage.data_ptr(), storage.nbytes()))
+        ref = weakref.ref(tensor, lambda r, key=key: _forget(key, r))
+    except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
+        return
+    _seen[key] = ref
+
+
+def _tensors_in(value, torch, out, depth=0):
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif depth < 4 and isinstance(value, dict):
+        for v in value.values():
+            _tensors_in(v, torch, out, depth + 1)
+    elif depth < 4 and isinstance(value, (list, tuple)):
+        for v in value:
+            _tensors_in(v, torch, out, depth + 1)
+
+
+def _refresh():
+    """Hands the library the storage ranges it does not have yet."""
+    if _storage is None:
+        return
+    torch = sys.modules["torch"]
+    new = ([], [], [])
+    params = []
+    for module in list(_roots):
+        params.extend(module.parameters())
+        for b in module.buffers():
+            _collect(b, new[_PARAMETERS])
+    for opt in list(_optimizers):
+        for group in opt.param_groups:
+            params.extend(group["params"])
+    for p in params:
+        _collect(p, new[_PARAMETERS])
+        for name in ("grad", "main_grad"):
+            g = getattr(p, name, None)
+            if g is not None:
+                _collect(g, new[_GRADIENTS])
+    for opt in list(_optimizers):
+        tensors = []
+        _tensors_in(list(opt.state.values()), torch, tensors)
+        for t in tensors:
+            _collect(t, new[_STATE])
+    for cat, ranges in zip(_CATEGORIES, new):
+        if not ranges:
+            continue
+        flat = (ctypes.c_ulonglong * (2 * len(ranges)))()
+        flat[0::2] = [r[0] for r in ranges]
+        flat[1::2] = [r[1] for r in ranges]
+        _api[0](flat, len(ranges), cat)
+
+
+def _set(key, value):
+    if _record.get(key) == value:
+        return
+    _record[key] = value
+    if isinstance(value, int):
+        _api[2](key.encode(), value)
+    else:
+        _api[1](key.encode(), str(value).encode())
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def _record_model(torch):
+    seen, total, trainable, nbytes, dtypes, names = set(), 0, 0, 0, [], []
+    for module in list(_roots):
+        params = [p for p in module.parameters() if id(p) not in seen]
+        if not params:
+            continue
+        names.append(type(module).__name__)
+        for p in params:
+            seen.add(id(p))
+            total += p.numel()
+            trainable += p.numel() if p.requires_grad else 0
+            nbytes += p.numel() * p.element_size()
+            name = _dtype_name(p.dtype)
+            if name not in dtypes:
+                dtypes.append(name)
+    if names:
+        _set("model", ", ".join(names))
+        _set("parameters", total)
+        _set("trainable_parameters", trainable)
+        _set("parameter_bytes", nbytes)
+        _set("parameter_dtypes", ", ".join(dtypes))
+
+
+def _first_tensor(values, torch):
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            return v
+        if isinstance(v, (list, tuple)):
+            t = _first_tensor(v, torch)
+            if t is not None:
+                return t
+    return None
+
+
+@_guarded
+def note_forward(module, args, kwargs):
+    """An outermost module call with gradients enabled."""
+    if _backward_depth:  # recomputation of a checkpointed segment: not a forward of its own
+        return
+    torch = sys.modules["torch"]
+    amp = _autocast_dtype(torch)
+    if amp is not None:
+        _set("amp", _dtype_name(amp))
+    if module in _roots:
+        return
+    with _lock:
+        _roots[module] = None
+    if next(module.parameters(), None) is not None and "input_shape" not in _record:
+        x = _first_tensor(list(args) + list(kwargs.values()), torch)
+        if x is not None:
+            _set("input_shape", "x".join(str(n) for n in x.shape) or "scalar")
+            _set("input_dtype", _dtype_name(x.dtype))
+            if x.dim():
+                _set("batch_size", int(x.shape[0]))
+    _record_model(torch)
+    _refresh()
+
+
+def note_backward(delta):
+    """A backward call begins (+1) or ends (-1). Only outermost calls are micro-batches: the
+    backward of a checkpointed segment runs one inside the other's."""
+    global _backward_depth, _backwards_since_step
+    with _lock:
+        _backward_depth += delta
+        if delta > 0 and _backward_depth == 1:
+            _backwards_since_step += 1
+
+
+@_guarded
+def note_checkpoint():
+    _set("gradient_checkpointing", "yes")
+
+
+@_guarded
+def note_optimizer(opt):
+    with _lock:
+        _optimizers.add(opt)
+
+
+def _record_optimizers():
+    described = []
+    for opt in list(_optimizers):
+        settings = []
+        for key in _MEMORY_SETTINGS:
+            values = []
+            for group in opt.param_groups:
+                if key in group and group[key] not in values:
+                    values.append(group[key])
+            if values:
+                settings.append("%s=%s" % (key, "/".join(str(v) for v in values)))
+        text = type(opt).__name__
+        described.append(text + (" (%s)" % ", ".join(settings) if settings else ""))
+    if described:
+        _set("optimizer", "; ".join(sorted(described)))
+
+
+@_guarded
+def note_step():
+    """After an optimizer step: the labels, and what the step says about the run."""
+    global _backwards_since_step
+    if _backwards_since_step:
+        _set("micro_batches", _backwards_since_step)
+    _backwards_since_step = 0
+    _record_optimizers()
+    _refresh()
+
+
+@_guarded
+def refresh():
+    _refresh()
+
+
+@_guarded
+def install(torch):
+    """Starts the record; the hooks call the note_* functions."""
+    global _storage
+    _storage = _storage_of(torch)
+    _set("framework", "pytorch " + torch.__version__)
+    _set("amp", "off")
+    _set("gradient_checkpointing", "no")
