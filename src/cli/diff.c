@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "record.h"
 #include "report.h"
 
 static void usage(FILE *out)
@@ -239,6 +240,31 @@ static const char *peak_when(const vt_bill *b, char buf[48])
     return b ? vt_fmt_when(buf, b->dev->peak_phase, b->dev->peak_step) : "-";
 }
 
+/* PyTorch's own categories of imported memory timelines, side by side. */
+static void print_pytorch_rows(FILE *out, const vt_loaded *la, const vt_loaded *lb, int device)
+{
+    json_t *ca = vt_pytorch_categories_json(&la->snap, device),
+           *cb = vt_pytorch_categories_json(&lb->snap, device);
+    json_t *names = json_object();
+    const char *name;
+    json_t *v;
+    json_object_foreach(ca, name, v) json_object_set(names, name, json_true());
+    json_object_foreach(cb, name, v) json_object_set(names, name, json_true());
+    if (json_object_size(names))
+        fprintf(out, "  %sPyTorch's own categories%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+    json_object_foreach(names, name, v)
+    {
+        json_t *x = json_object_get(ca, name), *y = json_object_get(cb, name);
+        char label[64];
+        snprintf(label, sizeof label, "  %s", name);
+        print_row(out, label, json_is_integer(x) ? json_integer_value(x) : -1,
+                  json_is_integer(y) ? json_integer_value(y) : -1);
+    }
+    json_decref(names);
+    json_decref(ca);
+    json_decref(cb);
+}
+
 static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff *d)
 {
     char wa[48], wb[48], label[VT_LABEL_MAX], b1[32], b2[32], b3[32];
@@ -250,6 +276,9 @@ static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff
     fprintf(out, "  %-20s %20s %20s\n", "peak at", peak_when(d->a, wa), peak_when(d->b, wb));
     bool markers = la->snap.phase_markers || lb->snap.phase_markers;
     for (int c = 0; c < ROW_UNATTRIBUTED; c++)
+        markers |= (d->a && d->a->evidence[c][VT_EV_IDENTITY]) ||
+                   (d->b && d->b->evidence[c][VT_EV_IDENTITY]);
+    for (int c = 0; c < ROW_UNATTRIBUTED; c++)
         if (markers)
             print_row(out, vt_category_label((vt_category)c), row_bytes(d->a, c),
                       row_bytes(d->b, c));
@@ -257,6 +286,7 @@ static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff
         print_row(out, "unattributed", row_bytes(d->a, ROW_UNATTRIBUTED),
                   row_bytes(d->b, ROW_UNATTRIBUTED));
     print_row(out, "live at the peak", row_bytes(d->a, ROW_TOTAL), row_bytes(d->b, ROW_TOTAL));
+    print_pytorch_rows(out, la, lb, d->device);
     if ((d->a && d->a->native) || (d->b && d->b->native))
         fprintf(out, "  (native mode in %s: no category split, see 'vramtap report')\n",
                 d->a && d->a->native ? (d->b && d->b->native ? "both" : "A") : "B");
@@ -372,6 +402,13 @@ static void print_heading(FILE *out, const vt_loaded *la, const vt_loaded *lb, c
         fprintf(out, "  %-9s %s  A: %s  B: %s\n", i ? "" : "env", env[i], va ? va : "(unset)",
                 vb ? vb : "(unset)");
     }
+    char changes[1024];
+    if (vt_record_changes(a, b, changes, sizeof changes)) {
+        int col = fprintf(out, "  %-9s ", "run");
+        vt_print_wrapped(out, col, col, changes);
+    } else if (json_object_get(a->root, "run_record") && json_object_get(b->root, "run_record")) {
+        fputs("  run       the same run record\n", out);
+    }
 }
 
 /* --- JSON ---------------------------------------------------------------------------------- */
@@ -439,20 +476,28 @@ static json_t *diff_json(vt_loaded *la, vt_loaded *lb, const dev_diff *devs, siz
                                               va ? json_string(va) : json_null(), "b",
                                               vb ? json_string(vb) : json_null()));
     }
-    for (size_t i = 0; i < ndevs; i++)
-        json_array_append_new(devices,
-                              json_pack("{s:i, s:o, s:o, s:o, s:o, s:o}", "device", devs[i].device,
-                                        "a", side_json(devs[i].a), "b", side_json(devs[i].b),
-                                        "change", change_json(&devs[i]), "sites_grew",
-                                        sites_json(la, lb, &devs[i], true), "sites_shrank",
-                                        sites_json(la, lb, &devs[i], false)));
+    for (size_t i = 0; i < ndevs; i++) {
+        json_t *pa = vt_pytorch_categories_json(&la->snap, devs[i].device),
+               *pb = vt_pytorch_categories_json(&lb->snap, devs[i].device);
+        json_array_append_new(
+            devices,
+            json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o}}", "device", devs[i].device, "a",
+                      side_json(devs[i].a), "b", side_json(devs[i].b), "change",
+                      change_json(&devs[i]), "sites_grew", sites_json(la, lb, &devs[i], true),
+                      "sites_shrank", sites_json(la, lb, &devs[i], false), "pytorch_categories",
+                      "a", pa ? pa : json_null(), "b", pb ? pb : json_null()));
+    }
     const vt_snapshot *a = &la->snap, *b = &lb->snap;
     json_t *differs = !a->argc || !b->argc ? json_null() : json_boolean(!same_command(a, b));
-    return json_pack(
-        "{s:s, s:i, s:{s:s, s:o}, s:{s:s, s:o}, s:b, s:o, s:o, s:o}", "format", "vramtap-diff",
-        "version", 1, "a", "file", a->path, "command", command_json(a), "b", "file", b->path,
-        "command", command_json(b), "identical", identical(a, b), "command_differs", differs, "env",
-        a->env && b->env ? envs : (json_decref(envs), json_null()), "devices", devices);
+    char changes[1024];
+    size_t nchanges = vt_record_changes(a, b, changes, sizeof changes);
+    return json_pack("{s:s, s:i, s:{s:s, s:o, s:o}, s:{s:s, s:o, s:o}, s:b, s:o, s:o, s:o, s:o}",
+                     "format", "vramtap-diff", "version", 1, "a", "file", a->path, "command",
+                     command_json(a), "run_record", vt_run_record_json(a), "b", "file", b->path,
+                     "command", command_json(b), "run_record", vt_run_record_json(b), "identical",
+                     identical(a, b), "command_differs", differs, "env",
+                     a->env && b->env ? envs : (json_decref(envs), json_null()), "devices", devices,
+                     "record_changes", nchanges ? json_string(changes) : json_null());
 }
 
 /* --- the command --------------------------------------------------------------------------- */

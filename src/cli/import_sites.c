@@ -90,10 +90,12 @@ static uint8_t evidence_of(const vt_iframe *f)
             return VT_EV_FORWARD;
         return VT_EV_OP;
     case VT_FRAME_PYTHON:
-        if (!strcmp(f->b, "step") && strstr(f->a, "optim") && !strstr(f->a, "lr_scheduler"))
-            return VT_EV_OPTIMIZER;
         if (!strcmp(f->b, "zero_grad"))
             return VT_EV_ZERO_GRAD;
+        /* a user's optimizer class may live in any file, but torch's step wrapper calls it */
+        if ((!strcmp(f->b, "step") && strstr(f->a, "optim") && !strstr(f->a, "lr_scheduler")) ||
+            strstr(f->a, "torch/optim/optimizer.py"))
+            return VT_EV_OPTIMIZER;
         if (!strcmp(f->b, "backward") || !strcmp(f->b, "_engine_run_backward"))
             return VT_EV_BACKWARD;
         if (!strcmp(f->b, "_call_impl") || !strcmp(f->b, "_wrapped_call_impl") ||
@@ -101,7 +103,11 @@ static uint8_t evidence_of(const vt_iframe *f)
             return VT_EV_FORWARD;
         return 0;
     default:
-        return f->b && strstr(f->b, "torch::autograd::Engine::") ? VT_EV_BACKWARD : 0;
+        /* autograd's engine threads: Engine::thread_main, under PythonEngine::thread_init */
+        return f->b && (strstr(f->b, "torch::autograd::Engine::") ||
+                        strstr(f->b, "PythonEngine::thread_init"))
+                   ? VT_EV_BACKWARD
+                   : 0;
     }
 }
 

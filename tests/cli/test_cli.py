@@ -423,6 +423,76 @@ def case_diff():
     eq((r["command_differs"], r["env"]), (None, None), "unknown in --json")
 
 
+def case_record():
+    """The run record in report, report --record and diff; labels split an allocation."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for name, record in (("bs4.json", {"model": "GPT", "batch_size": 4, "amp": "off",
+                                           "parameters": 1234567, "trainable_parameters": 1234567,
+                                           "optimizer": "AdamW (amsgrad=False)"}),
+                             ("bs8.json", {"model": "GPT", "batch_size": 8, "amp": "bfloat16",
+                                           "parameters": 1234567, "trainable_parameters": 1234567,
+                                           "optimizer": "AdamW (amsgrad=False)"})):
+            with open(d("diff", name)) as f:
+                doc = json.load(f)
+            doc["run_record"] = record
+            paths.append(os.path.join(tmp, name))
+            with open(paths[-1], "w") as f:
+                json.dump(doc, f)
+        out = run("diff", *paths).stdout
+        has(out, "  run       batch size 4 \u2192 8, AMP off \u2192 bfloat16\n", "diff names the changes")
+        r = json.loads(run("diff", "--json", *paths).stdout)
+        eq(r["record_changes"], "batch size 4 \u2192 8, AMP off \u2192 bfloat16", "diff --json changes")
+        eq(r["b"]["run_record"]["batch_size"], 8, "diff --json record")
+        has(run("diff", paths[0], paths[0]).stdout, "  run       the same run record\n", "same record")
+        text = run("report", paths[0]).stdout
+        has(text, "  run record\n    GPU                        cuda:0 NVIDIA Test GPU, 16.00 GiB\n"
+            "    model                      GPT, 1,234,567 parameters (1,234,567 trainable)\n"
+            "    batch size                 4\n    optimizer                  AdamW (amsgrad=False)\n"
+            "    AMP                        off\n\n", "record at the top of the report")
+        eq(run("report", "--record", paths[0]).stdout,
+           "| run | %s |\n|---|---|\n| GPU | cuda:0 NVIDIA Test GPU, 16.00 GiB |\n"
+           "| model | GPT, 1,234,567 parameters (1,234,567 trainable) |\n"
+           "| batch size | 4 |\n| optimizer | AdamW (amsgrad=False) |\n| AMP | off |\n"
+           "| peak allocated | 850.00 MiB (cuda:0) |\n" % paths[0], "report --record")
+        one_line_error(run("report", "--record", *paths, rc=2), "report", "--record reads one snapshot",
+                       "--record of two files")
+
+        # tricky.json: no optimizer state at the peak; what the record says picks the cause
+        with open(d("tricky.json")) as f:
+            doc = json.load(f)
+        for optimizer, meaning in (
+                ("SGD (momentum=0)", "0.00 about 0, as expected: plain SGD keeps no state\n"),
+                ("AdamW (amsgrad=False)", "0.00 about 0: AdamW (amsgrad=False) had not made its "
+                                          "state by\n")):
+            doc["run_record"] = {"optimizer": optimizer, "parameters": 10, "trainable_parameters": 10}
+            path = os.path.join(tmp, "tricky.json")
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            out = run("report", path).stdout
+            has(out, "optimizer state / parameters    " + meaning, "the record picks the cause")
+            check = out[out.index("  checks"):out.index("  top sites")]
+            eq("frozen" in check, False, "all parameters trainable: frozen ones are no cause")
+
+        with open(d("minimal.json")) as f:
+            doc = json.load(f)
+        doc["allocations"][0]["labels"] = [
+            {"offset": 0, "bytes": 256, "category": "gradients"},
+            {"offset": 128, "bytes": 256, "category": "optimizer_state"},  # 128 bytes overlap
+            {"offset": 900, "bytes": 10, "category": "a_newer_category"}]
+        path = os.path.join(tmp, "labels.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        dev = report(path)["devices"][0]
+        eq(dev["categories"], cats(gradients=256, optimizer_state=128, activations=640), "labels split")
+        eq(dev["evidence"]["activations"], {"identity": 0, "stack": 0, "timing": 640}, "the rest by timing")
+        eq(dev["evidence"]["optimizer_state"], {"identity": 128, "stack": 0, "timing": 0}, "by identity")
+        doc["allocations"][0]["labels"] = [{"offset": 1000, "bytes": 100, "category": "gradients"}]
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        one_line_error(run("report", path, rc=2), "report", "lie outside the allocation", "label past the end")
+
+
 def case_folded():
     out = run("report", "--folded", d("diff", "bs4.json")).stdout
     alloc = "c10::cuda::CUDACachingAllocator::Native::malloc;cudaMallocAsync"
@@ -461,7 +531,8 @@ def case_levels():
     has(out, "    device used            590.00 MiB +420.00 MiB beyond the allocator: the CUDA context", "used")
     has(out, "    gradients / parameters          0.98 about 1, as usual", "gradient check")
     has(out, "    optimizer state / parameters    0.00 about 0: plain SGD keeps no state", "optimizer check")
-    has(out, "    parameters                    65.00 MiB  40.9%  ########............\n", "bar")
+    has(out, "    parameters                    65.00 MiB  40.9%  ########............  by timing\n",
+        "bar")
     has(out, "    total                        159.00 MiB 100.0%  in 7 allocations\n", "total")
     r = report(d("tricky.json"))
     eq(r["devices"][0]["levels"], {"tensors": 159 * MiB, "reserved": 170 * MiB, "reserved_source": "pool",
@@ -592,7 +663,7 @@ def case_usage():
             (("--top", "many", d("minimal.json")), "report", "--top needs a number from 0 to 1000000, not 'many'"),
             (("--top",), "report", "'--top' needs a value"),
             (("--device", "9", d("minimal.json")), "report", "no device 9 in this snapshot (devices: 0)"),
-            (("--json", "--folded", d("minimal.json")), "report", "--json and --folded exclude each other"),
+            (("--json", "--folded", d("minimal.json")), "report", "--json, --folded and --record exclude each other"),
             (("--folded", d("minimal.json"), d("tricky.json")), "report", "--folded reads one snapshot, not 2"),
             ((d("minimal.json"), missing), "report", "cannot open"),
     ]:

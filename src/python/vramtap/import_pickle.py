@@ -25,6 +25,11 @@ import zlib
 
 MAX_PY_FRAMES = 64
 MAX_NATIVE_FRAMES = 16
+# C++ frames kept in front of the Python ones of a mixed stack: the innermost say which library
+# asked (at::cuda::getNewWorkspace for cuBLAS's workspace), the rest repeat the interpreter.
+MIXED_NATIVE_FRAMES = 4
+# Line numbers beyond this are not lines (CPython 3.13 reports 2**64 - 1 for some frames).
+MAX_LINE = (1 << 31) - 1
 # The recorder's own frames, the same on every entry: the stack starts after them.
 RECORDER_PREFIXES = (
     "torch::unwind::",
@@ -92,20 +97,26 @@ class Sites:
         if not isinstance(frames, list):
             return -1, False
         frames = [f for f in frames if isinstance(f, dict)]
+        start = 0
+        while start < len(frames) and str(frames[start].get("name", "")).startswith(
+            RECORDER_PREFIXES
+        ):
+            start += 1
+        frames = frames[start:]
         py = [f for f in frames if is_python(f)]
         if py:
             self.any_python = True
-            key = tuple(
-                ("p", str(f.get("filename")), str(f.get("name")), int_or(f.get("line"), -1))
+            head = []
+            for f in frames[:MIXED_NATIVE_FRAMES]:
+                if is_python(f):
+                    break
+                head.append(("n", str(f.get("name"))))
+            key = tuple(head) + tuple(
+                ("p", str(f.get("filename")), str(f.get("name")), line_of(f))
                 for f in py[:MAX_PY_FRAMES]
             )
         else:
-            start = 0
-            while start < len(frames) and str(frames[start].get("name", "")).startswith(
-                RECORDER_PREFIXES
-            ):
-                start += 1
-            key = tuple(("n", str(f.get("name"))) for f in frames[start:start + MAX_NATIVE_FRAMES])
+            key = tuple(("n", str(f.get("name"))) for f in frames[:MAX_NATIVE_FRAMES])
         if not key:
             return -1, bool(py)
         sid = self.ids.get(key)
@@ -113,6 +124,12 @@ class Sites:
             sid = self.ids[key] = len(self.ids)
             self.out({"type": "site", "id": sid, "frames": [list(k) for k in key]})
         return sid, bool(py)
+
+
+def line_of(frame):
+    """A frame's line, -1 (unknown) when it is missing or out of range."""
+    line = int_or(frame.get("line"), -1)
+    return line if 0 <= line <= MAX_LINE else -1
 
 
 def int_or(v, default):
