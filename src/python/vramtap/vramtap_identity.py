@@ -62,6 +62,9 @@ _record = {}
 _storage = None  # Tensor -> its untyped storage: untyped_storage (2.x) or _storage (1.13)
 _backwards_since_step = 0
 _backward_depth = 0
+# Parameters and buffers are looked for in full this often (in refreshes), or when stale.
+FULL_EVERY = 16
+_module_tensors, _params, _stale, _refreshes = [], [], True, 0
 
 
 def _guarded(fn):
@@ -107,19 +110,29 @@ def _forget(key, ref):
         del _seen[key]
 
 
-def _collect(tensor, out):
-    """Adds the storage range of `tensor` to out when the library does not have it yet."""
-    key = id(tensor)
-    ref = _seen.get(key)
-    if ref is not None and ref() is tensor:
-        return
-    try:
-        storage = _storage(tensor)
-        out.append((storage.data_ptr(), storage.nbytes()))
-        ref = weakref.ref(tensor, lambda r, key=key: _forget(key, r))
-    except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
-        return
-    _seen[key] = ref
+def _unseen(tensors):
+    """Those of `tensors` whose storage the library does not have yet."""
+    get = _seen.get
+    out = []
+    for t in tensors:
+        ref = get(id(t))
+        if ref is None or ref() is not t:
+            out.append(t)
+    return out
+
+
+def _ranges(tensors):
+    """Storage ranges of tensors, remembered as seen."""
+    out = []
+    for t in tensors:
+        try:
+            storage = _storage(t)
+            out.append((storage.data_ptr(), storage.nbytes()))
+            key = id(t)
+            _seen[key] = weakref.ref(t, functools.partial(_forget, key))
+        except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
+            continue
+    return out
 
 
 def _tensors_in(value, torch, out, depth=0):
@@ -133,32 +146,68 @@ def _tensors_in(value, torch, out, depth=0):
             _tensors_in(v, torch, out, depth + 1)
 
 
+def _state_tensors(state, torch, out):
+    Tensor = torch.Tensor
+    for per_param in state.values():
+        if type(per_param) is not dict:
+            _tensors_in(per_param, torch, out, 1)
+            continue
+        for v in per_param.values():  # the usual shape: name -> tensor or number
+            if isinstance(v, Tensor):
+                out.append(v)
+            elif isinstance(v, (dict, list, tuple)):
+                _tensors_in(v, torch, out, 2)
+
+
+def _look_again():
+    """The parameters and buffers of the root modules and the optimizers' parameters."""
+    global _module_tensors, _params, _stale
+    seen, tensors, params = set(), [], []
+    for module in list(_roots):
+        for p in module.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        tensors.extend(module.buffers())
+    for opt in list(_optimizers):
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+    _module_tensors, _params, _stale = tensors + params, params, False
+
+
 def _refresh():
-    """Hands the library the storage ranges it does not have yet."""
+    """Hands the library the storage ranges it does not have yet. Parameters and buffers are
+    looked for again after a new root module or optimizer and every FULL_EVERY refreshes;
+    gradients and optimizer state (functional optimizers replace their state each step) at
+    every one."""
+    global _refreshes
     if _storage is None:
         return
     torch = sys.modules["torch"]
-    new = ([], [], [])
-    params = []
-    for module in list(_roots):
-        params.extend(module.parameters())
-        for b in module.buffers():
-            _collect(b, new[_PARAMETERS])
-    for opt in list(_optimizers):
-        for group in opt.param_groups:
-            params.extend(group["params"])
-    for p in params:
-        _collect(p, new[_PARAMETERS])
-        for name in ("grad", "main_grad"):
-            g = getattr(p, name, None)
+    _refreshes += 1
+    new = [[], [], []]
+    if _stale or _refreshes % FULL_EVERY == 0:
+        _look_again()
+        new[_PARAMETERS] = _unseen(_module_tensors)
+    grads = []
+    for p in _params:
+        g = p.grad
+        if g is not None:
+            grads.append(g)
+        if p.__dict__:
+            g = p.__dict__.get("main_grad")
             if g is not None:
-                _collect(g, new[_GRADIENTS])
+                grads.append(g)
+    new[_GRADIENTS] = _unseen(grads)
+    state = []
     for opt in list(_optimizers):
-        tensors = []
-        _tensors_in(list(opt.state.values()), torch, tensors)
-        for t in tensors:
-            _collect(t, new[_STATE])
-    for cat, ranges in zip(_CATEGORIES, new):
+        _state_tensors(opt.state, torch, state)
+    new[_STATE] = _unseen(state)
+    for cat, tensors in zip(_CATEGORIES, new):
+        ranges = _ranges(tensors)
         if not ranges:
             continue
         flat = (ctypes.c_ulonglong * (2 * len(ranges)))()
@@ -218,6 +267,7 @@ def _first_tensor(values, torch):
 @_guarded
 def note_forward(module, args, kwargs):
     """An outermost module call with gradients enabled."""
+    global _stale
     if _backward_depth:  # recomputation of a checkpointed segment: not a forward of its own
         return
     torch = sys.modules["torch"]
@@ -228,6 +278,7 @@ def note_forward(module, args, kwargs):
         return
     with _lock:
         _roots[module] = None
+        _stale = True
     if next(module.parameters(), None) is not None and "input_shape" not in _record:
         x = _first_tensor(list(args) + list(kwargs.values()), torch)
         if x is not None:
@@ -256,8 +307,12 @@ def note_checkpoint():
 
 @_guarded
 def note_optimizer(opt):
+    global _stale
+    if opt in _optimizers:
+        return
     with _lock:
         _optimizers.add(opt)
+        _stale = True
 
 
 def _record_optimizers():
