@@ -474,19 +474,21 @@ def case_record():
             check = out[out.index("  checks"):out.index("  top sites")]
             eq("frozen" in check, False, "all parameters trainable: frozen ones are no cause")
 
-        with open(d("minimal.json")) as f:
+        dev = report(d("labelled.json"))["devices"][0]
+        eq(dev["categories"], cats(parameters=128, gradients=256, optimizer_state=128, activations=512),
+           "labels split, overlapping bytes counted once")
+        eq(dev["evidence"]["activations"], {"identity": 0, "stack": 0, "timing": 512}, "the rest by timing")
+        eq(dev["evidence"]["optimizer_state"], {"identity": 128, "stack": 0, "timing": 0}, "by identity")
+        has(run("report", d("labelled.json")).stdout,
+            "    gradients                         256 B  25.0%  #####...............  by identity\n",
+            "the report says which evidence")
+        with open(d("labelled.json")) as f:
             doc = json.load(f)
-        doc["allocations"][0]["labels"] = [
-            {"offset": 0, "bytes": 256, "category": "gradients"},
-            {"offset": 128, "bytes": 256, "category": "optimizer_state"},  # 128 bytes overlap
-            {"offset": 900, "bytes": 10, "category": "a_newer_category"}]
+        doc["allocations"][0]["labels"].append({"offset": 900, "bytes": 10, "category": "a_newer_one"})
         path = os.path.join(tmp, "labels.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        dev = report(path)["devices"][0]
-        eq(dev["categories"], cats(gradients=256, optimizer_state=128, activations=640), "labels split")
-        eq(dev["evidence"]["activations"], {"identity": 0, "stack": 0, "timing": 640}, "the rest by timing")
-        eq(dev["evidence"]["optimizer_state"], {"identity": 128, "stack": 0, "timing": 0}, "by identity")
+        eq(report(path)["devices"][0]["categories"]["activations"], 512, "an unknown category is ignored")
         doc["allocations"][0]["labels"] = [{"offset": 1000, "bytes": 100, "category": "gradients"}]
         with open(path, "w") as f:
             json.dump(doc, f)

@@ -1,8 +1,9 @@
 /* `vramtap report` on any bytes: the snapshot loader, then every output built on what it
- * accepts (the report or post-mortem, --json, --folded), written to /dev/null. */
+ * accepts (the report or post-mortem, --json, --folded, --record), written to /dev/null. */
 #include <stdio.h>
 
 #include "fuzz.h"
+#include "record.h"
 #include "report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -26,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vt_print_json(sink, doc);
     json_decref(doc);
     vt_fuzz_check_err(vt_print_folded(sink, &l, &err), &err);
+    vt_print_record_markdown(sink, &l.snap);
     vt_loaded_close(&l);
     return 0;
 }
