@@ -326,6 +326,7 @@ def _step_post_hook(compiling, optimizer, args, kwargs):
                 del _open_steps[i]
                 break
     _end(b"optimizer")
+    vramtap_identity.note_optimizer(optimizer)  # one made before the hooks were installed
     vramtap_identity.note_step()
 
 
