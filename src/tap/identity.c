@@ -243,8 +243,10 @@ void vt_identity_frozen_ready(vt_identity_frozen *z)
 {
     if (!z)
         return;
-    qsort(z->owned, z->nowned, sizeof *z->owned, by_id);
-    qsort(z->loose, z->nloose, sizeof *z->loose, by_start);
+    if (z->nowned)
+        qsort(z->owned, z->nowned, sizeof *z->owned, by_id);
+    if (z->nloose)
+        qsort(z->loose, z->nloose, sizeof *z->loose, by_start);
 }
 
 static void write_label(FILE *f, int *first, uint64_t off, uint64_t len, uint8_t cat)
