@@ -680,6 +680,7 @@ static int get_labels(json_t *o, vt_alloc *a, vt_err *err)
     static const char *const names[VT_NLABELLED] = {"parameters", "gradients", "optimizer_state",
                                                     "activations", "temporary"};
     json_t *labels;
+    a->labelled = NULL;
     if (get_container(o, "labels", JSON_ARRAY, NULLABLE, &labels, err))
         return -1;
     size_t n = labels ? json_array_size(labels) : 0;
@@ -1188,7 +1189,7 @@ static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
     s->nwindows = json_array_size(windows);
     s->windows = calloc(s->nwindows + 1, sizeof *s->windows);
     s->hevents = malloc((nev + 1) * sizeof *s->hevents);
-    s->hextra = malloc((nextra + 1) * sizeof *s->hextra);
+    s->hextra = calloc(nextra + 1, sizeof *s->hextra);
     int64_t *ids = malloc((nev + 1) * sizeof *ids);
     if (!s->windows || !s->hevents || !s->hextra || !ids) {
         free(ids);
@@ -1280,6 +1281,8 @@ void vt_snapshot_free(vt_snapshot *s)
     free(s->windows);
     free(s->hevents);
     free(s->hallocs);
+    for (size_t i = 0; s->hextra && i < s->nhextra; i++)
+        free(s->hextra[i].labelled);
     free(s->hextra);
     free(s->devices);
     free(s->oom_events);

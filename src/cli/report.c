@@ -414,7 +414,7 @@ static void print_category_row(FILE *out, const vt_bill *bill, vt_category c, in
     vt_print_bar(out, bytes, whole, BAR_WIDTH);
     fprintf(out, "%s%s%s\n", vt_off(), ev[0] ? "  by " : "", ev);
     if (c == VT_CAT_TEMPORARY && bill->workspace_bytes > 0)
-        fprintf(out, "      %-24s %12s\n", "of which library workspaces",
+        fprintf(out, "    %-26s %12s  of which library workspaces (by stack)\n", "",
                 vt_fmt_bytes(b, bill->workspace_bytes));
 }
 

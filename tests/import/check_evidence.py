@@ -42,8 +42,25 @@ def main():
         check(dev["checks"]["optimizer_state_per_parameter"] == 2.5
               and dev["checks"]["gradients_per_parameter"] == 1.0, f"checks {dev['checks']}")
         text = run(["report", out]).stdout
-        check("of which library workspaces" in text and "8.00 MiB" in text,
+        check("\n" + " " * 31 + "    8.00 MiB  of which library workspaces (by stack)\n" in text,
               f"the report shows the library workspaces:\n{text}")
+
+        # PyTorch's own labels of a memory timeline reach report, --json and diff
+        snap, p = import_file(fixture("memory_timeline.raw.json"), tmp)
+        if not check(p.returncode == 0, f"timeline import exit {p.returncode}: {p.stderr}"):
+            done()
+        out = tmp + "/memory_timeline.raw.json.vramtap.json"
+        theirs = snap["import"]["devices"][0]["pytorch_categories_at_peak"]
+        dev = json.loads(run(["report", "--json", out]).stdout)["devices"][0]
+        check(dev["pytorch_categories"] == theirs,
+              f"--json pytorch_categories {dev.get('pytorch_categories')}, expected {theirs}")
+        text = run(["report", out]).stdout
+        check("PyTorch's own categories" in text and all(
+            name in text for name, n in theirs.items() if n > 0), f"report:\n{text}")
+        d = json.loads(run(["diff", "--json", out, out]).stdout)["devices"][0]
+        check(d["pytorch_categories"] == {"a": theirs, "b": theirs}, f"diff --json {d}")
+        text = run(["diff", out, out]).stdout
+        check("PyTorch's own categories" in text, f"diff:\n{text}")
     done()
 
 
