@@ -4,7 +4,7 @@ Adam's two moments, refreshed as after each optimizer step.
 
     identity_refresh.py STANDIN_DIR
 
-Prints the best of 7 rounds of 50 refreshes, in microseconds per refresh:
+Prints the best of 5 rounds of 20 refreshes, in microseconds per refresh:
   steady: nothing new since the last refresh (the usual step);
   regrad: every gradient made again (zero_grad(set_to_none=True)): 1,000 new storages;
   first:  everything new (the first step): 4,000 storages.
@@ -54,7 +54,7 @@ for p in model.parameters():
 vramtap_identity.note_optimizer(opt)
 
 
-def best(setup, rounds=7, n=50):
+def best(setup, rounds=5, n=20):
     times = []
     for _ in range(rounds):
         total = 0.0
