@@ -383,39 +383,41 @@ static void print_mode_notes(FILE *out, const vt_loaded *l)
     }
 }
 
-/* "identity", "timing", or "identity 75%, timing 25%": how a category's bytes were known. */
-static void fmt_evidence(char *buf, size_t len, const vt_bill *bill, vt_category c)
-{
-    size_t o = 0;
-    buf[0] = 0;
-    for (int e = 0; e < VT_NEVIDENCE && bill->cat_bytes[c] > 0; e++) {
-        int64_t b = bill->evidence[c][e];
-        if (!b)
-            continue;
-        int w = b == bill->cat_bytes[c]
-                    ? snprintf(buf + o, len - o, "%s", vt_evidence_key((vt_evidence)e))
-                    : snprintf(buf + o, len - o, "%s%s %.0f%%", o ? ", " : "",
-                               vt_evidence_key((vt_evidence)e),
-                               100.0 * (double)b / (double)bill->cat_bytes[c]);
-        if (w < 0 || (size_t)w >= len - o)
-            return;
-        o += (size_t)w;
-    }
-}
-
 static void print_category_row(FILE *out, const vt_bill *bill, vt_category c, int64_t whole)
 {
-    char b[32], ev[96];
+    char b[32];
     int64_t bytes = bill->cat_bytes[c];
-    fmt_evidence(ev, sizeof ev, bill, c);
     fprintf(out, "    %s%-26s%s %12s %5.1f%%  %s", vt_cat_on(c), vt_category_label(c), vt_off(),
             vt_fmt_bytes(b, bytes), whole > 0 ? 100.0 * (double)bytes / (double)whole : 0.0,
             vt_cat_on(c));
     vt_print_bar(out, bytes, whole, BAR_WIDTH);
-    fprintf(out, "%s%s%s\n", vt_off(), ev[0] ? "  by " : "", ev);
+    fprintf(out, "%s\n", vt_off());
     if (c == VT_CAT_TEMPORARY && bill->workspace_bytes > 0)
-        fprintf(out, "    %-26s %12s  of which library workspaces (by stack)\n", "",
+        fprintf(out, "    %s %11s\n", "of which library workspaces",
                 vt_fmt_bytes(b, bill->workspace_bytes));
+}
+
+/* Where labels or stacks decided some bytes: which evidence established each category. */
+static void print_evidence(FILE *out, const vt_bill *bill)
+{
+    static const char *const names[VT_NEVIDENCE] = {"by identity", "by stack", "by timing"};
+    bool any = false;
+    for (int c = 0; c < VT_NCATS; c++)
+        any |= bill->evidence[c][VT_EV_IDENTITY] || bill->evidence[c][VT_EV_STACK];
+    if (!any)
+        return;
+    fprintf(out, "\n  %show each category was established%s\n", vt_on(VT_STYLE_BOLD), vt_off());
+    for (int e = 0; e < VT_NEVIDENCE; e++) {
+        char text[512], b[32];
+        size_t o = 0;
+        for (int c = 0; c < VT_NCATS && o < sizeof text; c++)
+            if (bill->evidence[c][e])
+                o += (size_t)snprintf(text + o, sizeof text - o, "%s%s %s", o ? ", " : "",
+                                      vt_category_label((vt_category)c),
+                                      vt_fmt_bytes(b, bill->evidence[c][e]));
+        if (o)
+            vt_print_wrapped(out, fprintf(out, "    %-12s ", names[e]), 17, text);
+    }
 }
 
 /* Labels and workspace stacks give categories even where no phase was marked. */
@@ -444,6 +446,7 @@ void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill)
     fprintf(out, "    %-26s %12s %5.1f%%  in %zu allocation%s\n", "total", vt_fmt_bytes(b, whole),
             whole > 0 ? 100.0 : 0.0, bill->dev->listed_count,
             bill->dev->listed_count == 1 ? "" : "s");
+    print_evidence(out, bill);
 }
 
 /* One line of the three levels: a label, bytes, and why it differs from the level below. */
