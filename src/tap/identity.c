@@ -249,6 +249,22 @@ void vt_identity_frozen_ready(vt_identity_frozen *z)
         qsort(z->loose, z->nloose, sizeof *z->loose, by_start);
 }
 
+/* The first element of a sorted array whose leading uint64_t field (id, address) is >= key. */
+static size_t lower_bound(const void *base, size_t n, size_t size, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t k;
+        memcpy(&k, (const char *)base + mid * size, sizeof k);
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static void write_label(FILE *f, int *first, uint64_t off, uint64_t len, uint8_t cat)
 {
     fprintf(f, "%s{\"offset\": %llu, \"bytes\": %llu, \"category\": \"%s\"}",
@@ -265,26 +281,12 @@ void vt_identity_write_rec(FILE *f, vt_identity_frozen *z, uint64_t id, uintptr_
     int first = 1;
     /* the first attached label of `id`, and of loose ones the first starting at or after the
      * allocation */
-    size_t lo = 0, hi = z->nowned;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (z->owned[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; i < z->nowned && z->owned[i].id == id; i++)
+    for (size_t i = lower_bound(z->owned, z->nowned, sizeof *z->owned, id);
+         i < z->nowned && z->owned[i].id == id; i++)
         write_label(f, &first, z->owned[i].off, z->owned[i].len, z->owned[i].cat);
-    lo = 0;
-    hi = address ? z->nloose : 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (z->loose[mid].addr < address)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; address && i < z->nloose && z->loose[i].addr - address < size; i++) {
+    size_t first_loose = address ? lower_bound(z->loose, z->nloose, sizeof *z->loose, address) : 0;
+    for (size_t i = first_loose; address && i < z->nloose && z->loose[i].addr - address < size;
+         i++) {
         const frozen_loose *l = &z->loose[i];
         if (l->seq_last < birth_seq || (dead && l->seq_first >= death_seq))
             continue;
