@@ -1,6 +1,6 @@
 """Mutation fuzzing of the pickle helper (src/python/vramtap/import_pickle.py), which libFuzzer
 cannot reach: for SECONDS, takes a seed pickle, changes its data (a value swapped for an odd
-one, an element dropped or doubled) or its bytes, and runs the helper's load and convert on it.
+one, an element dropped or doubled) or its bytes, and runs the helper's read() on it.
 Refusing the file (BadFile) is right; any other exception is a failure the helper's main would
 only turn into a vague message. Prints the line scripts/fuzz prints for every target and
 writes each failing input to ARTIFACTS/helper-N.pickle.
@@ -109,7 +109,7 @@ def main():
             runs += 1
             signal.alarm(HANG_S)
             try:
-                helper.convert(helper.load(path), helper.check_int64)
+                helper.read(path, helper.check_int64)
             except helper.BadFile:
                 pass
             except TimeoutError:

@@ -260,6 +260,14 @@ def check_int64(v):
         raise BadFile(f"{v} does not fit in 64 bits: not a plausible size, address or time")
 
 
+def read(path, out):
+    """convert(load(path), out); BadFile for anything wrong with the file."""
+    try:
+        convert(load(path), out)
+    except RecursionError:
+        raise BadFile("not a PyTorch memory snapshot: values nested too deeply") from None
+
+
 def main(argv):
     if len(argv) != 2:
         print("usage: import_pickle.py FILE", file=sys.stderr)
@@ -272,7 +280,7 @@ def main(argv):
         write(json.dumps(record, separators=(",", ":")) + "\n")
 
     try:
-        convert(load(path), out)
+        read(path, out)
         sys.stdout.flush()
     except BadFile as e:
         print(f"vramtap import: {path}: {e}", file=sys.stderr)
