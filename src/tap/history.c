@@ -324,12 +324,15 @@ static int late_by_id(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
+int vt_history_id_order(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return (a > b) - (a < b);
+}
+
 static int listed(const vt_rec *r, const vt_history_listed *l)
 {
-    if (l->oom_device >= 0)
-        return r->device == l->oom_device && !r->dead;
-    uint64_t peak = l->peak_seq[r->device];
-    return r->birth.seq <= peak && (!r->dead || r->death.seq > peak);
+    return l->nids && bsearch(&r->id, l->ids, l->nids, sizeof *l->ids, vt_history_id_order) != NULL;
 }
 
 /* One allocation from its events (sorted: its allocation first, then its free) and the late

@@ -26,13 +26,17 @@ VT_HIDDEN void vt_history_reset_after_fork(void);
 
 typedef struct vt_history_copy vt_history_copy;
 
-/* What the file lists in `allocations`, which the history does not repeat: per device the
- * event number of its peak, or in a post-mortem the failing device's live set. */
+/* What the file lists in `allocations`, which the history does not repeat: the ids written
+ * there (sorted), taken from the records themselves rather than re-derived from the history's
+ * events, whose deaths past a kept window may be unknown. */
 typedef struct {
-    uint64_t peak_seq[VT_MAX_DEVICES];
-    int oom_device;        /* -1: not a post-mortem */
+    const uint64_t *ids;
+    size_t nids;
     uint32_t used_devices; /* the devices the file lists, as bits */
 } vt_history_listed;
+
+/* qsort/bsearch order of uint64_t ids, for vt_history_listed.ids. */
+VT_HIDDEN int vt_history_id_order(const void *pa, const void *pb);
 
 /* Copies the book: vt_history_bound_locked says how big a copy is (under the lock),
  * vt_history_copy_new allocates it (outside), vt_history_freeze_locked fills it (under the

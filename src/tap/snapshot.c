@@ -110,14 +110,19 @@ static double history_seconds(void *ctx, uint64_t ticks)
 }
 
 /* The history's allocations that `allocations` does not list, and its events. */
-static void write_history(FILE *f, const frozen *fz, const vt_oom *oom, sitemap *sm)
+static void write_history(FILE *f, const frozen *fz, sitemap *sm)
 {
-    vt_history_listed l = {.oom_device = oom ? oom->device : -1};
-    for (int i = 0; i < fz->ndev; i++) {
-        l.peak_seq[fz->ordinal[i]] = fz->dev[i].peak_seq;
+    uint64_t *ids = malloc((fz->nrecs + 1) * sizeof *ids);
+    if (!ids)
+        return;
+    for (size_t i = 0; i < fz->nrecs; i++)
+        ids[i] = fz->recs[i].id;
+    qsort(ids, fz->nrecs, sizeof *ids, vt_history_id_order);
+    vt_history_listed l = {.ids = ids, .nids = fz->nrecs};
+    for (int i = 0; i < fz->ndev; i++)
         l.used_devices |= 1u << fz->ordinal[i];
-    }
     vt_history_write(f, fz->history, &l, &(vt_history_out){history_alloc, history_seconds, sm});
+    free(ids);
 }
 
 static void write_allocations(FILE *f, const frozen *fz, sitemap *sm)
@@ -422,7 +427,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         fputs("},\n", f);
     }
     /* after the out-of-memory events and request, so that their sites come first */
-    write_history(f, fz, oom, &sm);
+    write_history(f, fz, &sm);
     /* Last, once every reference has been numbered. */
     fputs("\"sites\": [", f);
     for (uint32_t i = 0; i < sm.n; i++) {
