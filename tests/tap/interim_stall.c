@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "check.h"
@@ -101,7 +102,12 @@ int main(int argc, char **argv)
     fprintf(stderr, "write %.3f s, %ld pairs meanwhile, longest %.6f s (%.1f%%), %ld dlopens\n",
             write, pairs, max_wait, 100 * max_wait / write, dlopens);
     CHECK(pairs > 0);
-    CHECK(max_wait <= 0.1 * write);
+    /* ThreadSanitizer instruments every access and intercepts malloc and dlopen behind locks of
+     * its own, so a wait in that build measures it as much as vramtap: the ratio is asserted in
+     * the plain and ASan builds, and this build keeps the deadlock and counter checks. */
+    const char *sanitize = getenv("VT_SANITIZE");
+    if (!sanitize || !strstr(sanitize, "thread"))
+        CHECK(max_wait <= 0.1 * write);
     printf("allocs %ld\nfrees %ld\n", live + dlopens + 1 + pairs, dlopens + 1 + pairs);
     return CHECK_DONE();
 }

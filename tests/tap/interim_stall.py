@@ -5,7 +5,8 @@ where the counters are, is read: the file lists a million allocations.
 
 usage: interim_stall.py PROGRAM CTOR_LIB
 
-A ThreadSanitizer build runs it with 100k live allocations (1M take six minutes there).
+A ThreadSanitizer build runs it with 100k live allocations (1M take six minutes there), and
+without the wait-to-write ratio, whose waits there are the sanitizer's as much as vramtap's.
 """
 import glob
 import json
