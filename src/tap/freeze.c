@@ -1,8 +1,8 @@
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "freeze.h"
+#include "locks.h"
 #include "peak.h"
 
 frozen_rec vt_frozen_rec(const vt_rec *r)
@@ -274,11 +274,8 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
             m.peak_seq[d] = vt_state.dev[d].peak_seq;
         enter_table(&m);
         int more;
-        while ((more = step_locked(fz, &m)) == 1) {
-            vt_unlock();
-            sched_yield(); /* lets a thread waiting for the lock have it */
-            vt_lock();
-        }
+        while ((more = step_locked(fz, &m)) == 1)
+            vt_lock_pass(VT_LOCK_STATE);
         vt_unlock();
         rc = more == 0 ? 1 : more == -2 ? -1 : 0;
     }
@@ -288,7 +285,7 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
     return rc;
 }
 
-int vt_freeze(frozen *fz, const vt_oom *oom)
+int vt_freeze(frozen *fz, const vt_oom *oom, int may_skip)
 {
     for (int attempt = 0; attempt < 8; attempt++) {
         vt_lock();
@@ -298,6 +295,10 @@ int vt_freeze(frozen *fz, const vt_oom *oom)
         if (reserve(fz, nrecs, nspans, nhistory))
             return -1;
         int steps = oom ? 0 : freeze_in_steps(fz, nspans + 8);
+        if (steps == 0 && may_skip)
+            return 1;
+        if (steps == 0)
+            vt_debug("copying the books at once%s", oom ? " (a post-mortem)" : "");
         if (steps == 1 || (steps == 0 && freeze_at_once(fz, oom, nspans + 8))) {
             vt_identity_frozen_ready(fz->identity);
             return 0;

@@ -43,9 +43,11 @@ typedef struct {
 } frozen;
 
 /* Copies the books: for an exit or interim file (oom NULL) the allocations live at each
- * device's peak, for a post-mortem those live on the failing device. 0, or -1 when memory ran
- * out. */
-VT_HIDDEN int vt_freeze(frozen *fz, const vt_oom *oom);
+ * device's peak, for a post-mortem those live on the failing device. 0, -1 when memory ran out,
+ * or 1 when may_skip is set and the peak kept moving while the peak set was copied in steps:
+ * the copy would then take the lock for the whole peak set at once, and an interim file is not
+ * worth stalling the job's other threads for (the next step mark tries again). */
+VT_HIDDEN int vt_freeze(frozen *fz, const vt_oom *oom, int may_skip);
 VT_HIDDEN void vt_thaw(frozen *fz);
 VT_HIDDEN frozen_rec vt_frozen_rec(const vt_rec *r);
 

@@ -441,20 +441,27 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     free(sm.order);
 }
 
-/* oom_n: the post-mortem's number, 0 for the snapshot; wait: see vt_outfile_open. */
-static void write_file_frozen(int oom_n, int wait, const char *kind, const vt_oom *oom)
+/* oom_n: the post-mortem's number, 0 for the snapshot; wait: see vt_outfile_open. 0 when the
+ * file was written or could not be (said once), 1 when an interim file was put off. */
+static int write_file_frozen(int oom_n, int wait, const char *kind, const vt_oom *oom)
 {
     frozen fz = {0};
-    if (vt_freeze(&fz, oom)) {
+    int interim = strcmp(kind, "interim") == 0;
+    int frozen_rc = vt_freeze(&fz, oom, interim);
+    if (frozen_rc) {
         vt_thaw(&fz);
+        if (frozen_rc == 1) {
+            vt_debug("interim snapshot put off: the peak moved while it was copied");
+            return 1;
+        }
         vt_warn_once("out of memory writing a snapshot in %s", vt_cfg.out_dir);
-        return;
+        return 0;
     }
     vt_outfile out;
     FILE *f = vt_outfile_open(&out, oom_n, wait);
     if (!f) {
         vt_thaw(&fz);
-        return;
+        return 0;
     }
     char *buf = malloc(1 << 16);
     if (buf)
@@ -468,16 +475,18 @@ static void write_file_frozen(int oom_n, int wait, const char *kind, const vt_oo
         snprintf(path, sizeof path, "%s/%s", vt_cfg.out_dir, out.name);
         vt_notice_written(path, oom_n);
     }
+    return 0;
 }
 
 /* A thread cancelled inside the write would leave the temporary file and, worse, whatever lock
  * stdio holds: cancellation waits until the file is done. */
-static void write_file(int oom_n, int wait, const char *kind, const vt_oom *oom)
+static int write_file(int oom_n, int wait, const char *kind, const vt_oom *oom)
 {
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-    write_file_frozen(oom_n, wait, kind, oom);
+    int put_off = write_file_frozen(oom_n, wait, kind, oom);
     pthread_setcancelstate(cancel, NULL);
+    return put_off;
 }
 
 void vt_snapshot_write_exit(void)
@@ -512,9 +521,13 @@ void vt_snapshot_write_interim(void)
             written_peak[d] = vt_state.dev[d].peak;
     }
     vt_unlock();
-    if (!due)
+    if (!due || !write_file(0, 0, "interim", NULL))
         return;
-    write_file(0, 0, "interim", NULL);
+    /* put off: the next step mark writes it, whatever the peak does meanwhile */
+    vt_lock();
+    memset(written_peak, 0, sizeof written_peak);
+    written--;
+    vt_unlock();
 }
 
 void vt_snapshot_write_oom(int n)

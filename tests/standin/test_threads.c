@@ -1,5 +1,10 @@
 /* Thread safety: 8 threads allocate and free through every route at once and the books end
- * exactly where they started; a child forked meanwhile can use the stand-in. */
+ * exactly where they started; a child forked meanwhile can use the stand-in.
+ *
+ * GCC 12's AddressSanitizer does not take its allocator's lock around fork, so a child forked
+ * while another thread is inside malloc can block forever on that lock in its first malloc
+ * (seen in about half the runs), whatever the stand-in does. In that build the child is forked
+ * after the workers finish: the stand-in's own fork handling is tested in the other builds. */
 #include "check.h"
 
 #include <cuda.h>
@@ -49,13 +54,14 @@ static size_t used_on(int device)
     return total - free;
 }
 
-int main(void)
-{
-    pthread_t t[THREADS];
-    for (uintptr_t i = 0; i < THREADS; i++)
-        pthread_create(&t[i], NULL, worker, (void *)i);
+#if defined(__SANITIZE_ADDRESS__)
+enum { FORK_WHILE_WORKING = 0 };
+#else
+enum { FORK_WHILE_WORKING = 1 };
+#endif
 
-    /* Fork while the workers hold and release the books' lock. */
+static void fork_and_use(void)
+{
     pid_t child = fork();
     if (child == 0) {
         void *p;
@@ -65,12 +71,25 @@ int main(void)
     int status = -1;
     CHECK_EQ_INT(waitpid(child, &status, 0), child);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(void)
+{
+    pthread_t t[THREADS];
+    for (uintptr_t i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)i);
+
+    /* Fork while the workers hold and release the books' lock. */
+    if (FORK_WHILE_WORKING)
+        fork_and_use();
 
     for (int i = 0; i < THREADS; i++) {
         void *failures;
         pthread_join(t[i], &failures);
         CHECK_EQ_INT((uintptr_t)failures, 0);
     }
+    if (!FORK_WHILE_WORKING)
+        fork_and_use();
 
     /* Only the pools' reservations remain; trimmed, the devices are empty again. */
     for (int d = 0; d < 2; d++) {
