@@ -36,6 +36,7 @@ CASES = [
     ("pickle of plain data that is no snapshot", "dict.pickle", "not a PyTorch memory snapshot"),
     ("snapshot with nothing recorded", "nothing.pickle", "no GPU allocations"),
     ("pickle cut short", "cut.pickle", "damaged pickle"),
+    ("pickle whose memo index would take 1.2 GB", "memo.pickle", "more memory than 256 MiB"),
 ]
 
 

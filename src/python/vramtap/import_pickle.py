@@ -19,7 +19,9 @@ library only; a bad file gets one line on stderr and exit status 2.
 import gzip
 import json
 import math
+import os
 import pickle
+import resource
 import sys
 import zlib
 
@@ -38,6 +40,13 @@ RECORDER_PREFIXES = (
     "c10::cuda::CUDACachingAllocator::",
 )
 LIVE_STATES = ("active_allocated", "active_pending_free")
+# What reading a snapshot may take on top of the interpreter itself: a fixed allowance, plus so
+# many times the file's size (a pickle's objects take about 10x its bytes; gzip shrinks a
+# snapshot about 8x). A few bytes of a damaged or hostile pickle can otherwise make CPython size
+# a table to gigabytes (a memo index). VRAMTAP_IMPORT_MEMORY_MB replaces the whole budget.
+MEMORY_ALLOWANCE = 256 << 20
+MEMORY_PER_BYTE = 64
+MEMORY_PER_GZIP_BYTE = 512
 
 
 class BadFile(Exception):
@@ -77,8 +86,34 @@ def load(path):
             raise BadFile(f"damaged pickle: {e}") from None
         except (pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
                 AttributeError, MemoryError, OverflowError, RecursionError) as e:
-            # a MemoryError (a length field of exabytes) says nothing by itself
+            if isinstance(e, MemoryError):
+                raise BadFile("damaged pickle: reading it would take more memory than "
+                              f"{BUDGET_MB[0]} MiB, far out of proportion to its size "
+                              "(VRAMTAP_IMPORT_MEMORY_MB raises the limit)") from None
             raise BadFile(f"damaged pickle: {str(e) or type(e).__name__}") from None
+
+
+BUDGET_MB = [0]
+
+
+def limit_memory(path):
+    """Caps this process's address space at what reading path should take."""
+    try:
+        with open("/proc/self/statm") as f:
+            now = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            per = MEMORY_PER_GZIP_BYTE if f.read(2) == b"\x1f\x8b" else MEMORY_PER_BYTE
+    except (OSError, ValueError):
+        return  # load() says what is wrong with the file
+    mb = os.environ.get("VRAMTAP_IMPORT_MEMORY_MB", "")
+    budget = int(mb) << 20 if mb.isdigit() and int(mb) > 0 else MEMORY_ALLOWANCE + per * size
+    BUDGET_MB[0] = budget >> 20
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    limit = now + budget
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def is_python(frame):
@@ -279,6 +314,7 @@ def main(argv):
         check_int64(record)
         write(json.dumps(record, separators=(",", ":")) + "\n")
 
+    limit_memory(path)
     try:
         read(path, out)
         sys.stdout.flush()
