@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "record.h"
 #include "report.h"
+#include "snapshot_keys.h"
 
 static void usage(FILE *out)
 {
@@ -406,7 +407,8 @@ static void print_heading(FILE *out, const vt_loaded *la, const vt_loaded *lb, c
     if (vt_record_changes(a, b, changes, sizeof changes)) {
         int col = fprintf(out, "  %-9s ", "run");
         vt_print_wrapped(out, col, col, changes);
-    } else if (json_object_get(a->root, "run_record") && json_object_get(b->root, "run_record")) {
+    } else if (json_object_get(a->root, VT_K_RUN_RECORD) &&
+               json_object_get(b->root, VT_K_RUN_RECORD)) {
         fputs("  run       the same run record\n", out);
     }
 }

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "model/fit.h"
 #include "report.h"
+#include "snapshot_keys.h"
 
 #define DEFAULT_HEADROOM_PCT 5.0
 #define MAX_X_ARG INT64_C(1000000000000)
@@ -181,7 +182,7 @@ static int parse_operand(char *arg, fit_run *run)
 
 static int x_from_record(const vt_snapshot *s, fit_run *run, vt_err *err)
 {
-    json_t *record = json_object_get(s->root, "run_record");
+    json_t *record = json_object_get(s->root, VT_K_RUN_RECORD);
     json_t *bs = json_object_get(record, "batch_size");
     if (!json_is_integer(bs) || json_integer_value(bs) < 1 || json_integer_value(bs) > MAX_X_ARG) {
         vt_err_set(err,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "snapshot.h"
+#include "snapshot_keys.h"
 
 int64_t vt_point_total(const vt_point *p)
 {
@@ -173,7 +174,7 @@ static int span_fields(json_t *o, int device, vt_tl_span *sp)
 
 int vt_timeline_load(const vt_snapshot *snap, int device, vt_tl_span **out, size_t *n, vt_err *err)
 {
-    json_t *tl = json_object_get(snap->root, "timeline");
+    json_t *tl = json_object_get(snap->root, VT_K_TIMELINE);
     *out = NULL;
     *n = 0;
     if (!tl || json_is_null(tl))

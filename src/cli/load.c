@@ -14,9 +14,8 @@
 
 #include "snapshot.h"
 #include "split.h"
+#include "snapshot_keys.h"
 
-#define FORMAT_NAME "vramtap-snapshot"
-#define FORMAT_VERSION 1
 #define MAX_PID INT32_MAX
 #define MAX_WORLD (1 << 20) /* processes in a job: the report lists the ranks missing */
 /* Below this many allocations threads cost more than they save. */
@@ -362,8 +361,8 @@ typedef struct {
 /* The member of big that holds key, or NULL when key is not a big one. */
 static vt_member *big_member(big_members *big, const char *key, bool **have)
 {
-    static const char *const keys[] = {"allocations", "sites", "history_allocations",
-                                       "history_events"};
+    static const char *const keys[] = {VT_K_ALLOCATIONS, VT_K_SITES, VT_K_HISTORY_ALLOCATIONS,
+                                       VT_K_HISTORY_EVENTS};
     vt_member *m[] = {&big->allocations, &big->sites, &big->hallocs, &big->hevents};
     bool *h[] = {&big->have_allocations, &big->have_sites, &big->have_hallocs, &big->have_hevents};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -413,7 +412,7 @@ static int collect_members(vt_snapshot *s, big_members *big, vt_err *err)
 
 static int check_format(vt_snapshot *s, vt_err *err)
 {
-    json_t *format = json_object_get(s->root, "format");
+    json_t *format = json_object_get(s->root, VT_K_FORMAT);
     if (!format) {
         const char *hint = json_object_get(s->root, "traceEvents")
                                ? ": it looks like a PyTorch profiler trace; convert it with "
@@ -425,25 +424,25 @@ static int check_format(vt_snapshot *s, vt_err *err)
         vt_err_set(err, "%s: not a vramtap snapshot%s", s->path, hint);
         return -1;
     }
-    if (!json_is_string(format) || strcmp(json_string_value(format), FORMAT_NAME)) {
+    if (!json_is_string(format) || strcmp(json_string_value(format), VT_SNAPSHOT_FORMAT)) {
         vt_err_set(err, "%s: not a vramtap snapshot (format is %s%.40s%s, not \"%s\")", s->path,
                    json_is_string(format) ? "\"" : "",
                    json_is_string(format) ? json_string_value(format) : type_name(format),
-                   json_is_string(format) ? "\"" : "", FORMAT_NAME);
+                   json_is_string(format) ? "\"" : "", VT_SNAPSHOT_FORMAT);
         return -1;
     }
     int64_t version;
-    if (get_int(s->root, "version", 1, INT64_MAX, REQUIRED, &version, err))
+    if (get_int(s->root, VT_K_VERSION, 1, INT64_MAX, REQUIRED, &version, err))
         return fail_file(s, err);
-    if (version > FORMAT_VERSION) {
+    if (version > VT_SNAPSHOT_VERSION) {
         vt_err_set(err,
                    "%s: snapshot format version %lld is newer than this vramtap reads (%d): "
                    "update vramtap",
-                   s->path, (long long)version, FORMAT_VERSION);
+                   s->path, (long long)version, VT_SNAPSHOT_VERSION);
         return -1;
     }
     const char *kind;
-    if (get_str(s->root, "kind", REQUIRED, &kind, err))
+    if (get_str(s->root, VT_K_KIND, REQUIRED, &kind, err))
         return fail_file(s, err);
     if (!strcmp(kind, "exit"))
         s->kind = VT_SNAP_EXIT;
@@ -464,18 +463,18 @@ static int check_format(vt_snapshot *s, vt_err *err)
 static int load_process(vt_snapshot *s, vt_err *err)
 {
     json_t *r = s->root, *command, *rank, *launcher, *modes, *counters, *host, *pytorch = NULL;
-    if (get_bool(r, "phase_markers", &s->phase_markers, err) ||
-        get_int(r, "steps", 0, VT_MAX_COUNT, REQUIRED, &s->steps, err) ||
-        get_str(r, "prog", NULLABLE, &s->prog, err) ||
-        get_int(r, "pid", 0, MAX_PID, NULLABLE, &s->pid, err) ||
-        get_time(r, "end_time_s", NULLABLE, &s->end_time_s, err) ||
-        get_container(r, "command", JSON_ARRAY, NULLABLE, &command, err) ||
-        get_container(r, "rank", JSON_OBJECT, NULLABLE, &rank, err) ||
-        get_container(r, "launcher", JSON_OBJECT, NULLABLE, &launcher, err) ||
-        get_container(r, "env", JSON_OBJECT, NULLABLE, &s->env, err) ||
-        get_container(r, "modes", JSON_OBJECT, NULLABLE, &modes, err) ||
-        get_container(r, "counters", JSON_OBJECT, NULLABLE, &counters, err) ||
-        get_container(r, "host", JSON_OBJECT, NULLABLE, &host, err))
+    if (get_bool(r, VT_K_PHASE_MARKERS, &s->phase_markers, err) ||
+        get_int(r, VT_K_STEPS, 0, VT_MAX_COUNT, REQUIRED, &s->steps, err) ||
+        get_str(r, VT_K_PROG, NULLABLE, &s->prog, err) ||
+        get_int(r, VT_K_PID, 0, MAX_PID, NULLABLE, &s->pid, err) ||
+        get_time(r, VT_K_END_TIME_S, NULLABLE, &s->end_time_s, err) ||
+        get_container(r, VT_K_COMMAND, JSON_ARRAY, NULLABLE, &command, err) ||
+        get_container(r, VT_K_RANK, JSON_OBJECT, NULLABLE, &rank, err) ||
+        get_container(r, VT_K_LAUNCHER, JSON_OBJECT, NULLABLE, &launcher, err) ||
+        get_container(r, VT_K_ENV, JSON_OBJECT, NULLABLE, &s->env, err) ||
+        get_container(r, VT_K_MODES, JSON_OBJECT, NULLABLE, &modes, err) ||
+        get_container(r, VT_K_COUNTERS, JSON_OBJECT, NULLABLE, &counters, err) ||
+        get_container(r, VT_K_HOST, JSON_OBJECT, NULLABLE, &host, err))
         return fail_file(s, err);
     s->rank = s->local_rank = -1;
     if (rank && (get_int(rank, "rank", 0, MAX_PID, NULLABLE, &s->rank, err) ||
@@ -567,7 +566,7 @@ static int load_device(vt_snapshot *s, json_t *d, vt_device *dev, vt_err *err)
 static int load_devices(vt_snapshot *s, vt_err *err)
 {
     json_t *devices;
-    if (get_container(s->root, "devices", JSON_ARRAY, REQUIRED, &devices, err))
+    if (get_container(s->root, VT_K_DEVICES, JSON_ARRAY, REQUIRED, &devices, err))
         return fail_file(s, err);
     s->ndevices = json_array_size(devices);
     s->devices = calloc(s->ndevices ? s->ndevices : 1, sizeof *s->devices);
@@ -622,7 +621,7 @@ static int load_oom(vt_snapshot *s, json_t *o, bool post_mortem, vt_oom *oom, vt
 static int load_ooms(vt_snapshot *s, vt_err *err)
 {
     json_t *events, *oom;
-    if (get_container(s->root, "oom_events", JSON_ARRAY, NULLABLE, &events, err))
+    if (get_container(s->root, VT_K_OOM_EVENTS, JSON_ARRAY, NULLABLE, &events, err))
         return fail_file(s, err);
     s->noom_events = json_array_size(events);
     s->oom_events = calloc(s->noom_events ? s->noom_events : 1, sizeof *s->oom_events);
@@ -635,7 +634,7 @@ static int load_ooms(vt_snapshot *s, vt_err *err)
             return fail_at(s, err, "oom_events[%zu]", i);
     if (s->kind != VT_SNAP_OOM)
         return 0;
-    if (get_container(s->root, "oom", JSON_OBJECT, REQUIRED, &oom, err))
+    if (get_container(s->root, VT_K_OOM, JSON_OBJECT, REQUIRED, &oom, err))
         return fail_file(s, err);
     if (load_oom(s, oom, true, &s->oom, err))
         return fail_at(s, err, "oom");
@@ -861,7 +860,7 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
 {
     const vt_piece *spans = m->elems;
     size_t n = m->nelems;
-    if (want_array(s, "allocations", m, err))
+    if (want_array(s, VT_K_ALLOCATIONS, m, err))
         return -1;
     int16_t device_index[VT_MAX_DEVICE + 1];
     device_indexes(s, device_index);
@@ -891,7 +890,7 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
 
 static int index_sites(vt_snapshot *s, const vt_member *m, vt_err *err)
 {
-    if (want_array(s, "sites", m, err))
+    if (want_array(s, VT_K_SITES, m, err))
         return -1;
     s->nsites = m->nelems;
     if (s->nsites > INT32_MAX) {
@@ -955,7 +954,7 @@ static int frame_fields(const vt_snapshot *s, json_t *o, vt_frame *f, vt_err *er
 static int load_modules(vt_snapshot *s, vt_err *err)
 {
     json_t *mods;
-    if (get_container(s->root, "modules", JSON_ARRAY, NULLABLE, &mods, err))
+    if (get_container(s->root, VT_K_MODULES, JSON_ARRAY, NULLABLE, &mods, err))
         return fail_file(s, err);
     s->nmodules = mods ? json_array_size(mods) : 0;
     s->modules = calloc(s->nmodules ? s->nmodules : 1, sizeof *s->modules);
@@ -1164,17 +1163,17 @@ static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
 static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
 {
     json_t *h, *windows;
-    if (get_container(s->root, "history", JSON_OBJECT, NULLABLE, &h, err))
+    if (get_container(s->root, VT_K_HISTORY, JSON_OBJECT, NULLABLE, &h, err))
         return fail_file(s, err);
     if (!h)
         return 0;
     if (!big->have_hallocs || !big->have_hevents) {
         vt_err_set(err, "%s: %s: missing (expected an array)", s->path,
-                   big->have_hallocs ? "history_events" : "history_allocations");
+                   big->have_hallocs ? VT_K_HISTORY_EVENTS : VT_K_HISTORY_ALLOCATIONS);
         return -1;
     }
-    if (want_array(s, "history_allocations", &big->hallocs, err) ||
-        want_array(s, "history_events", &big->hevents, err))
+    if (want_array(s, VT_K_HISTORY_ALLOCATIONS, &big->hallocs, err) ||
+        want_array(s, VT_K_HISTORY_EVENTS, &big->hevents, err))
         return -1;
     size_t nev = big->hevents.nelems, nextra = big->hallocs.nelems;
     if (nev > UINT32_MAX || nextra > UINT32_MAX / 2) {
@@ -1205,7 +1204,7 @@ static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
         }
     int16_t device_index[VT_MAX_DEVICE + 1];
     device_indexes(s, device_index);
-    alloc_ctx ac = {s, big->hallocs.elems, device_index, s->hextra, "history_allocations"};
+    alloc_ctx ac = {s, big->hallocs.elems, device_index, s->hextra, VT_K_HISTORY_ALLOCATIONS};
     hevent_ctx ec = {s, big->hevents.elems, ids};
     int r = parallel_for(nextra, parse_alloc, &ac, err) ||
             parallel_for(nev, parse_hevent, &ec, err) || resolve_hevents(s, ids, err);
@@ -1246,7 +1245,7 @@ int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
         goto done;
     if (!big.have_sites || !big.have_allocations) {
         vt_err_set(err, "%s: %s: missing (expected an array)", path,
-                   big.have_sites ? "allocations" : "sites");
+                   big.have_sites ? VT_K_ALLOCATIONS : VT_K_SITES);
         goto done;
     }
     if (index_sites(s, &big.sites, err) || load_allocations(s, &big.allocations, err) ||

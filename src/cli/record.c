@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "record.h"
+#include "snapshot_keys.h"
 
 static const char *text_of(json_t *rec, const char *key)
 {
@@ -54,7 +55,7 @@ void vt_record_build(const vt_snapshot *s, vt_record *r)
 {
     char b[32], c1[32], c2[32];
     r->n = 0;
-    json_t *rec = json_object_get(s->root, "run_record");
+    json_t *rec = json_object_get(s->root, VT_K_RUN_RECORD);
     if (!json_is_object(rec))
         rec = NULL;
     for (size_t i = 0; i < s->ndevices; i++) {
@@ -123,7 +124,7 @@ void vt_print_record(FILE *out, const vt_snapshot *s)
 {
     vt_record r;
     vt_record_build(s, &r);
-    if (!json_is_object(json_object_get(s->root, "run_record")))
+    if (!json_is_object(json_object_get(s->root, VT_K_RUN_RECORD)))
         return;
     fprintf(out, "  %srun record%s\n", vt_on(VT_STYLE_BOLD), vt_off());
     for (size_t i = 0; i < r.n; i++)
@@ -147,7 +148,7 @@ void vt_print_record_markdown(FILE *out, const vt_snapshot *s)
 
 json_t *vt_run_record_json(const vt_snapshot *s)
 {
-    json_t *rec = json_object_get(s->root, "run_record");
+    json_t *rec = json_object_get(s->root, VT_K_RUN_RECORD);
     return json_is_object(rec) ? json_deep_copy(rec) : json_null();
 }
 
@@ -179,7 +180,7 @@ size_t vt_record_changes(const vt_snapshot *a, const vt_snapshot *b, char *buf, 
 
 json_t *vt_pytorch_categories_json(const vt_snapshot *s, int device)
 {
-    json_t *devs = json_object_get(json_object_get(s->root, "import"), "devices");
+    json_t *devs = json_object_get(json_object_get(s->root, VT_K_IMPORT), "devices");
     for (size_t i = 0; i < json_array_size(devs); i++) {
         json_t *d = json_array_get(devs, i);
         json_t *cats = json_object_get(d, "pytorch_categories_at_peak");

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "record.h"
 #include "report.h"
+#include "snapshot_keys.h"
 
 #define BAR_WIDTH 20
 
@@ -206,7 +207,7 @@ typedef struct {
 static ratio_context context_of(const vt_snapshot *s, const vt_bill *bill)
 {
     ratio_context x = {0};
-    json_t *rec = json_object_get(s->root, "run_record");
+    json_t *rec = json_object_get(s->root, VT_K_RUN_RECORD);
     json_t *all = json_object_get(rec, "parameters"),
            *tr = json_object_get(rec, "trainable_parameters");
     x.frozen_ruled_out = json_is_integer(all) && json_is_integer(tr) &&

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "import.h"
+#include "snapshot_keys.h"
 
 #define TIMELINE_STEPS 64
 /* the library's default cap on history events */
@@ -252,9 +253,9 @@ static void history_json(writer *w, json_t *root)
     builder *b = &w->b;
     hist_event *ev = malloc((2 * rp->nallocs + 1) * sizeof *ev);
     bool *listed = calloc(rp->nallocs + 1, sizeof *listed);
-    json_t *h = set(b, root, "history", json_object());
-    json_t *extra = set(b, root, "history_allocations", json_array());
-    json_t *events = set(b, root, "history_events", json_array());
+    json_t *h = set(b, root, VT_K_HISTORY, json_object());
+    json_t *extra = set(b, root, VT_K_HISTORY_ALLOCATIONS, json_array());
+    json_t *events = set(b, root, VT_K_HISTORY_EVENTS, json_array());
     if (!ev || !listed || !h || !extra || !events) {
         free(ev);
         free(listed);
@@ -544,47 +545,47 @@ static json_t *build(writer *w)
     if (!root)
         return NULL;
     double end = tr->nev ? tr->ev[tr->nev - 1].t : 0.0;
-    set(b, root, "format", json_string("vramtap-snapshot"));
-    set(b, root, "version", json_integer(1));
-    set(b, root, "kind", json_string("import"));
-    set(b, root, "vramtap_version", json_string(VT_VERSION));
-    set(b, root, "pid", int_or_null(tr->pid, tr->pid >= 0));
-    set(b, root, "prog", prog_name(tr->source));
-    set(b, root, "command", json_null());
-    set(b, root, "start_unix", isnan(tr->start_unix) ? json_null() : json_real(tr->start_unix));
-    set(b, root, "end_time_s", json_real(end));
-    json_t *rank = set(b, root, "rank", json_object());
+    set(b, root, VT_K_FORMAT, json_string(VT_SNAPSHOT_FORMAT));
+    set(b, root, VT_K_VERSION, json_integer(VT_SNAPSHOT_VERSION));
+    set(b, root, VT_K_KIND, json_string("import"));
+    set(b, root, VT_K_VRAMTAP_VERSION, json_string(VT_VERSION));
+    set(b, root, VT_K_PID, int_or_null(tr->pid, tr->pid >= 0));
+    set(b, root, VT_K_PROG, prog_name(tr->source));
+    set(b, root, VT_K_COMMAND, json_null());
+    set(b, root, VT_K_START_UNIX, isnan(tr->start_unix) ? json_null() : json_real(tr->start_unix));
+    set(b, root, VT_K_END_TIME_S, json_real(end));
+    json_t *rank = set(b, root, VT_K_RANK, json_object());
     if (rank) {
         set(b, rank, "rank", int_or_null(tr->rank, tr->rank >= 0));
         set(b, rank, "local_rank", json_null());
         set(b, rank, "source", json_null());
     }
-    set(b, root, "env", json_object());
-    set(b, root, "env_set", json_object());
-    set(b, root, "modes", json_object());
-    set(b, root, "phase_markers", json_boolean(rp->ninst > 0));
-    set(b, root, "steps", json_integer(rp->steps));
+    set(b, root, VT_K_ENV, json_object());
+    set(b, root, VT_K_ENV_SET, json_object());
+    set(b, root, VT_K_MODES, json_object());
+    set(b, root, VT_K_PHASE_MARKERS, json_boolean(rp->ninst > 0));
+    set(b, root, VT_K_STEPS, json_integer(rp->steps));
     bool native = false;
     for (size_t i = 0; i < tr->sites.nframes; i++)
         native |= tr->sites.frames[i].type == VT_FRAME_NATIVE;
-    json_t *st = set(b, root, "stacks", json_object());
+    json_t *st = set(b, root, VT_K_STACKS, json_object());
     if (st) {
         set(b, st, "native", json_boolean(native));
         set(b, st, "python", json_boolean(tr->python_stacks));
         set(b, st, "depth", json_integer(64));
     }
-    set(b, root, "counters", counters_json(b, rp));
-    set(b, root, "devices", devices_json(w));
-    set(b, root, "host", json_null());
-    set(b, root, "allocations", allocations_json(w));
+    set(b, root, VT_K_COUNTERS, counters_json(b, rp));
+    set(b, root, VT_K_DEVICES, devices_json(w));
+    set(b, root, VT_K_HOST, json_null());
+    set(b, root, VT_K_ALLOCATIONS, allocations_json(w));
     json_t *summary;
-    set(b, root, "timeline", timeline_json(w, &summary));
-    set(b, root, "timeline_summary", summary);
-    set(b, root, "oom_events", ooms_json(w));
+    set(b, root, VT_K_TIMELINE, timeline_json(w, &summary));
+    set(b, root, VT_K_TIMELINE_SUMMARY, summary);
+    set(b, root, VT_K_OOM_EVENTS, ooms_json(w));
     /* last: the allocations and out-of-memory events above choose which sites appear */
     history_json(w, root);
-    set(b, root, "sites", sites_json(w));
-    set(b, root, "import", import_json(w));
+    set(b, root, VT_K_SITES, sites_json(w));
+    set(b, root, VT_K_IMPORT, import_json(w));
     return root;
 }
 

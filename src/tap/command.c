@@ -8,6 +8,7 @@
 
 #include "command.h"
 #include "json_out.h"
+#include "snapshot_keys.h"
 
 static const char *const secret_words[] = {"token", "key", "secret", "password", "passwd"};
 
@@ -52,7 +53,7 @@ void vt_command_write_json(FILE *f)
     size_t len;
     const char *cmd = vt_cmdline(&len);
     int is_value = 0;
-    fputs("\"command\": [", f);
+    fputs(VT_JSON_KEY(VT_K_COMMAND) "[", f);
     for (size_t i = 0; cmd && i < len;) {
         size_t n = strnlen(cmd + i, len - i);
         fputs(i ? ", " : "", f);

@@ -8,6 +8,7 @@
 
 #include "history.h"
 #include "json_out.h"
+#include "snapshot_keys.h"
 
 /* One allocation or free, with what the file says about its allocation. */
 typedef struct {
@@ -367,7 +368,7 @@ static size_t gather(vt_history_copy *c, hev **ev, size_t n, vt_rec *r)
 static void write_allocations(FILE *f, vt_history_copy *c, const vt_history_listed *l,
                               const vt_history_out *out)
 {
-    fputs("\"history_allocations\": [", f);
+    fputs(VT_JSON_KEY(VT_K_HISTORY_ALLOCATIONS) "[", f);
     hev **order = malloc((c->n + 1) * sizeof *order);
     size_t n = 0;
     for (int w = 0; order && w < c->nwin; w++)
@@ -395,7 +396,7 @@ void vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_liste
         return;
     vt_history_copy *c = (vt_history_copy *)cc;
     write_allocations(f, c, l, out);
-    fputs("\"history_events\": [", f);
+    fputs(VT_JSON_KEY(VT_K_HISTORY_EVENTS) "[", f);
     size_t k = 0;
     for (int w = 0; w < c->nwin; w++)
         for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++, k++) {
@@ -406,9 +407,11 @@ void vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_liste
                     (unsigned long long)e->size);
         }
     fputs("],\n", f);
-    fprintf(f,
-            "\"history\": {\"steps\": %u, \"max_events\": %zu, \"dropped\": %llu, \"windows\": [",
-            c->steps, c->max_events, (unsigned long long)c->dropped);
+    fprintf(
+        f,
+        VT_JSON_KEY(
+            VT_K_HISTORY) "{\"steps\": %u, \"max_events\": %zu, \"dropped\": %llu, \"windows\": [",
+        c->steps, c->max_events, (unsigned long long)c->dropped);
     k = 0;
     for (int w = 0; w < c->nwin; w++) {
         const hwin *h = &c->win[w];

@@ -7,6 +7,7 @@
 #include "identity.h"
 #include "json_out.h"
 #include "vramtap.h"
+#include "snapshot_keys.h"
 
 /* A label attached to an allocation: [off, off + len) of it. */
 typedef struct {
@@ -303,8 +304,9 @@ void vt_identity_write_summary(FILE *f, const vt_identity_frozen *z)
     if (!z)
         return;
     fprintf(f,
-            "\"identity\": {\"ranges\": %llu, \"attached\": %llu, \"loose\": %llu, "
-            "\"loose_kept\": %u, \"loose_matched\": %llu, \"dropped\": %llu},\n",
+            VT_JSON_KEY(
+                VT_K_IDENTITY) "{\"ranges\": %llu, \"attached\": %llu, \"loose\": %llu, "
+                               "\"loose_kept\": %u, \"loose_matched\": %llu, \"dropped\": %llu},\n",
             (unsigned long long)z->ranges, (unsigned long long)z->attached,
             (unsigned long long)z->loose_labelled, z->nloose, (unsigned long long)z->loose_matched,
             (unsigned long long)z->dropped);

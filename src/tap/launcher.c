@@ -8,6 +8,7 @@
 
 #include "json_out.h"
 #include "launcher.h"
+#include "snapshot_keys.h"
 
 static const struct {
     const char *name, *rank, *local_rank, *world_size, *job_id;
@@ -91,7 +92,7 @@ static void write_object(FILE *f, const char *name, const member *m, size_t n)
 static void write_visible(FILE *f)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    fputs("\"visible_devices\": ", f);
+    fputs(VT_JSON_KEY(VT_K_VISIBLE_DEVICES), f);
     if (!v) {
         fputs("null,\n", f);
         return;
@@ -121,7 +122,7 @@ void vt_launcher_write_json(FILE *f)
                                {"world_size", NULL, l.world_size, 0},
                                {"local_rank", NULL, l.local_rank, 0},
                                {"slurm_job_id", l.slurm_job_id, 0, 1}};
-    write_object(f, "rank", rank, sizeof rank / sizeof rank[0]);
-    write_object(f, "launcher", launcher, sizeof launcher / sizeof launcher[0]);
+    write_object(f, VT_K_RANK, rank, sizeof rank / sizeof rank[0]);
+    write_object(f, VT_K_LAUNCHER, launcher, sizeof launcher / sizeof launcher[0]);
     write_visible(f);
 }

@@ -6,6 +6,7 @@
 #include "record.h"
 #include "table.h"
 #include "vramtap.h"
+#include "snapshot_keys.h"
 
 #define MAX_KEYS 48
 #define KEY_LEN 48
@@ -85,7 +86,7 @@ vt_record_frozen *vt_record_freeze_locked(void)
 
 void vt_record_write(FILE *f, const vt_record_frozen *z)
 {
-    fputs("\"run_record\": {", f);
+    fputs(VT_JSON_KEY(VT_K_RUN_RECORD) "{", f);
     for (int i = 0; z && i < z->n; i++) {
         fprintf(f, "%s\"%s\": ", i ? ", " : "", z->keys[i].key);
         if (z->keys[i].is_num)

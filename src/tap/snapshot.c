@@ -24,10 +24,10 @@
 #include "pystack.h"
 #include "record.h"
 #include "snapshot.h"
+#include "snapshot_keys.h"
 #include "stacks.h"
 #include "table.h"
 
-#define FORMAT_VERSION 1
 #define INTERIM_AT_ONCE 3
 
 /* Sites are written densely: only those the file's allocations and events refer to. */
@@ -142,7 +142,7 @@ static void write_env(FILE *f)
                                         "CUDA_VISIBLE_DEVICES",
                                         "CUDA_DEVICE_ORDER",
                                         "VRAMTAP_MODE"};
-    fputs("\"env\": {", f);
+    fputs(VT_JSON_KEY(VT_K_ENV) "{", f);
     int first = 1;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *v = getenv(names[i]);
@@ -152,14 +152,14 @@ static void write_env(FILE *f)
         vt_json_str(f, v);
         first = 0;
     }
-    fputs("},\n\"env_set\": {", f);
+    fputs("},\n" VT_JSON_KEY(VT_K_ENV_SET) "{", f);
     for (int i = 0; i < vt_env_set_count(); i++) {
         fprintf(f, "%s", i ? ", " : "");
         vt_json_str(f, vt_env_set_name(i));
         fputs(": ", f);
         vt_json_str(f, vt_env_set_value(i));
     }
-    fputs("},\n\"modes\": {", f);
+    fputs("},\n" VT_JSON_KEY(VT_K_MODES) "{", f);
     static const char *const frameworks[] = {"pytorch", "jax", "tensorflow"};
     first = 1;
     for (size_t i = 0; i < sizeof frameworks / sizeof frameworks[0]; i++) {
@@ -179,19 +179,21 @@ static void write_env(FILE *f)
 
 static void write_counters(FILE *f, const vt_counters *c)
 {
-    fprintf(f,
-            "\"counters\": {\"allocs\": %llu, \"frees\": %llu, \"unknown_frees\": %llu, "
-            "\"failed_calls\": %llu, \"oom_calls\": %llu, \"host_allocs\": %llu, "
-            "\"host_frees\": %llu, \"vmm_creates\": %llu, \"vmm_releases\": %llu, "
-            "\"vmm_maps\": %llu, \"vmm_unmaps\": %llu, \"nested_calls\": %llu, "
-            "\"dropped\": %llu},\n",
-            (unsigned long long)c->allocs, (unsigned long long)c->frees,
-            (unsigned long long)c->unknown_frees, (unsigned long long)c->failed_calls,
-            (unsigned long long)c->oom_calls, (unsigned long long)c->host_allocs,
-            (unsigned long long)c->host_frees, (unsigned long long)c->vmm_creates,
-            (unsigned long long)c->vmm_releases, (unsigned long long)c->vmm_maps,
-            (unsigned long long)c->vmm_unmaps, (unsigned long long)c->nested_calls,
-            (unsigned long long)c->dropped);
+    fprintf(
+        f,
+        VT_JSON_KEY(
+            VT_K_COUNTERS) "{\"allocs\": %llu, \"frees\": %llu, \"unknown_frees\": %llu, "
+                           "\"failed_calls\": %llu, \"oom_calls\": %llu, \"host_allocs\": %llu, "
+                           "\"host_frees\": %llu, \"vmm_creates\": %llu, \"vmm_releases\": %llu, "
+                           "\"vmm_maps\": %llu, \"vmm_unmaps\": %llu, \"nested_calls\": %llu, "
+                           "\"dropped\": %llu},\n",
+        (unsigned long long)c->allocs, (unsigned long long)c->frees,
+        (unsigned long long)c->unknown_frees, (unsigned long long)c->failed_calls,
+        (unsigned long long)c->oom_calls, (unsigned long long)c->host_allocs,
+        (unsigned long long)c->host_frees, (unsigned long long)c->vmm_creates,
+        (unsigned long long)c->vmm_releases, (unsigned long long)c->vmm_maps,
+        (unsigned long long)c->vmm_unmaps, (unsigned long long)c->nested_calls,
+        (unsigned long long)c->dropped);
 }
 
 static void write_int_or_null(FILE *f, int64_t v)
@@ -226,7 +228,7 @@ static void write_samples(FILE *f, const vt_device *dev)
 
 static void write_devices(FILE *f, const frozen *fz)
 {
-    fputs("\"devices\": [", f);
+    fputs(VT_JSON_KEY(VT_K_DEVICES) "[", f);
     for (int i = 0; i < fz->ndev; i++) {
         const vt_device *dev = &fz->dev[i];
         fprintf(f, "%s\n  {\"device\": %d, \"uuid\": ", i ? "," : "", fz->ordinal[i]);
@@ -261,7 +263,7 @@ static void write_devices(FILE *f, const frozen *fz)
 
 static void write_timeline(FILE *f, const frozen *fz)
 {
-    fputs("\"timeline\": [", f);
+    fputs(VT_JSON_KEY(VT_K_TIMELINE) "[", f);
     for (size_t i = 0; i < fz->nspans; i++) {
         const vt_span *s = &fz->spans[i];
         fprintf(f, "%s\n  {\"instance\": %u, \"phase\": \"%s\", \"step\": %u, \"start_s\": ",
@@ -280,7 +282,7 @@ static void write_timeline(FILE *f, const frozen *fz)
         }
         fputs("]}", f);
     }
-    fputs("],\n\"timeline_summary\": ", f);
+    fputs("],\n" VT_JSON_KEY(VT_K_TIMELINE_SUMMARY), f);
     if (!fz->folded_instances) {
         fputs("null,\n", f);
         return;
@@ -312,7 +314,7 @@ static void write_bounds(FILE *f, const frozen *fz)
         {"modules", VT_MAX_MODULES, modules},
         {"python_locations", VT_PYSTACK_MAX_LOCS, vt_pystack_dropped()},
     };
-    fputs("\"bounds\": {", f);
+    fputs(VT_JSON_KEY(VT_K_BOUNDS) "{", f);
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         fprintf(f, "%s\"%s\": {\"cap\": %llu, \"dropped\": %llu}", i ? ", " : "", b[i].name,
                 (unsigned long long)b[i].cap, (unsigned long long)b[i].dropped);
@@ -323,7 +325,7 @@ static void write_bounds(FILE *f, const frozen *fz)
  * this include. */
 static void write_modules(FILE *f)
 {
-    fputs("\"modules\": [", f);
+    fputs(VT_JSON_KEY(VT_K_MODULES) "[", f);
     int n = vt_module_count(NULL);
     for (int i = 0; i < n; i++) {
         vt_module m = vt_module_get(i);
@@ -349,7 +351,7 @@ static void write_oom_fields(FILE *f, const vt_oom *o, sitemap *sm)
 
 static void write_ooms(FILE *f, const frozen *fz, sitemap *sm)
 {
-    fputs("\"oom_events\": [", f);
+    fputs(VT_JSON_KEY(VT_K_OOM_EVENTS) "[", f);
     for (int i = 0; i < fz->nooms; i++) {
         const vt_oom *o = &fz->ooms[i];
         fprintf(f, "%s\n  {", i ? "," : "");
@@ -384,18 +386,21 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         }
     }
 
-    fprintf(f, "{\"format\": \"vramtap-snapshot\", \"version\": %d, \"kind\": \"%s\",\n",
-            FORMAT_VERSION, kind);
-    fprintf(f, "\"vramtap_version\": \"%s\", \"pid\": %d, \"prog\": ", VT_VERSION, (int)getpid());
+    fputs("{" VT_JSON_KEY(VT_K_FORMAT) "\"" VT_SNAPSHOT_FORMAT "\", ", f);
+    fprintf(f, VT_JSON_KEY(VT_K_VERSION) "%d, " VT_JSON_KEY(VT_K_KIND) "\"%s\",\n",
+            VT_SNAPSHOT_VERSION, kind);
+    fprintf(f, VT_JSON_KEY(VT_K_VRAMTAP_VERSION) "\"%s\", ", VT_VERSION);
+    fprintf(f, VT_JSON_KEY(VT_K_PID) "%d, " VT_JSON_KEY(VT_K_PROG), (int)getpid());
     vt_json_str(f, vt_cfg.prog);
     fputs(",\n", f);
     vt_command_write_json(f);
-    fprintf(f, "\"start_unix\": %.6f, \"end_time_s\": %.6f,\n", vt_start_unix(),
-            secs(fz->end_time));
+    fprintf(f, VT_JSON_KEY(VT_K_START_UNIX) "%.6f, " VT_JSON_KEY(VT_K_END_TIME_S) "%.6f,\n",
+            vt_start_unix(), secs(fz->end_time));
     vt_launcher_write_json(f);
     write_env(f);
-    fprintf(f, "\"phase_markers\": %s, \"steps\": %u,\n", fz->markers ? "true" : "false", fz->step);
-    fprintf(f, "\"stacks\": {\"native\": %s, \"python\": %s, \"depth\": %d},\n",
+    fprintf(f, VT_JSON_KEY(VT_K_PHASE_MARKERS) "%s, " VT_JSON_KEY(VT_K_STEPS) "%u,\n",
+            fz->markers ? "true" : "false", fz->step);
+    fprintf(f, VT_JSON_KEY(VT_K_STACKS) "{\"native\": %s, \"python\": %s, \"depth\": %d},\n",
             vt_cfg.stacks ? "true" : "false",
             vt_cfg.stacks && vt_cfg.python_stacks ? "true" : "false", vt_cfg.depth);
     write_counters(f, &fz->c);
@@ -403,14 +408,14 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     write_devices(f, fz);
     char host[256];
     vt_host_name(host, sizeof host);
-    fputs("\"host\": {\"name\": ", f);
+    fputs(VT_JSON_KEY(VT_K_HOST) "{\"name\": ", f);
     vt_json_str(f, host[0] ? host : NULL);
     fprintf(f,
             ", \"peak_bytes\": %llu, \"peak_time_s\": %.6f, \"live_bytes_at_end\": "
             "%llu, \"allocations\": %llu},\n",
             (unsigned long long)fz->host_peak, secs(fz->host_peak_time),
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
-    fputs("\"allocations\": [", f);
+    fputs(VT_JSON_KEY(VT_K_ALLOCATIONS) "[", f);
     write_allocations(f, fz, &sm);
     fputs("],\n", f);
     vt_identity_write_summary(f, fz->identity);
@@ -418,7 +423,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     write_timeline(f, fz);
     write_ooms(f, fz, &sm);
     if (oom) {
-        fputs("\"oom\": {", f);
+        fputs(VT_JSON_KEY(VT_K_OOM) "{", f);
         write_oom_fields(f, oom, &sm);
         fprintf(f, ", \"error\": %d, \"free_bytes\": ", oom->error);
         write_int_or_null(f, oom->free_bytes);
@@ -429,7 +434,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
     /* after the out-of-memory events and request, so that their sites come first */
     write_history(f, fz, &sm);
     /* Last, once every reference has been numbered. */
-    fputs("\"sites\": [", f);
+    fputs(VT_JSON_KEY(VT_K_SITES) "[", f);
     for (uint32_t i = 0; i < sm.n; i++) {
         fputs(i ? ",\n  " : "\n  ", f);
         vt_stack_write_json(f, sm.order[i], i);
