@@ -1,7 +1,7 @@
 /* vramtap run: start a command with libvramtap.so preloaded. The library's constructor does the
- * rest (tensor mode, NVTX injection, the Python bootstrap), so this only prepares the
- * environment and replaces itself with the command: its exit status, signals and pid are the
- * command's own. */
+ * rest (tensor mode, NVTX injection, the Python bootstrap), so this prepares the environment
+ * and runs the command as its child (supervise.c), passing on its exit status and the signals
+ * it is sent, and saying how it died when a signal ended it. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "paths.h"
+#include "supervise.h"
 
 static void usage(FILE *out)
 {
@@ -20,7 +21,10 @@ static void usage(FILE *out)
             "\n"
             "Runs COMMAND with libvramtap.so preloaded; each process that touches CUDA memory\n"
             "writes vramtap.<prog>.<host>[.r<rank>].<pid>.json, never over a file it did not\n"
-            "write. Python programs get the PyTorch phase hooks.\n"
+            "write. Python programs get the PyTorch phase hooks. The exit status is the\n"
+            "command's (128+N when signal N ended it: vramtap then says which signal, whether\n"
+            "the kernel's OOM killer sent it, and which snapshot the job left); signals sent\n"
+            "to vramtap are passed on to the command.\n"
             "\n"
             "  --mode tensor   make frameworks allocate per tensor, even over your own\n"
             "                  PYTORCH_CUDA_ALLOC_CONF (default: tensor unless you set it)\n"
@@ -150,11 +154,8 @@ int vt_cmd_run(int argc, char **argv)
         return 2;
     if (mode && setenv("VRAMTAP_MODE", mode, 1) != 0)
         goto env_failed;
-    /* The command keeps this process's pid: the library knows it is the one the user started,
-     * and says once what it changed. */
-    char pid[32];
-    snprintf(pid, sizeof pid, "%d", (int)getpid());
-    if (setenv("VRAMTAP_ROOT_PID", pid, 1) != 0 || setenv("VRAMTAP_ANNOUNCE", "1", 1) != 0)
+    /* the library says once what it changed */
+    if (setenv("VRAMTAP_ANNOUNCE", "1", 1) != 0)
         goto env_failed;
     /* The dynamic loader splits LD_PRELOAD at spaces and colons. */
     if (env_prepend("LD_PRELOAD", lib, ": ") != 0)
@@ -163,9 +164,7 @@ int vt_cmd_run(int argc, char **argv)
     if (bootstrap_dir(pydir, sizeof pydir) && env_prepend("PYTHONPATH", pydir, ":") != 0)
         goto env_failed;
 
-    execvp(argv[i], argv + i);
-    fprintf(stderr, "vramtap run: cannot run '%s': %s\n", argv[i], strerror(errno));
-    return 2;
+    return vt_supervise(argv + i);
 
 env_failed:
     fprintf(stderr, "vramtap run: cannot set the environment: %s\n", strerror(errno));

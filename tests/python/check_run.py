@@ -1,6 +1,9 @@
-"""`vramtap run` itself: errors, exec (the command keeps vramtap's pid and passes its exit status
-through), and the environment it hands the command."""
+"""`vramtap run` itself: errors; the command runs as vramtap's child, which passes its exit status
+through, passes on the signals vramtap is sent, and says how the command died when a signal
+ended it (which signal, whether the OOM killer of a fake cgroup counted it, which snapshot it
+left); and the environment it hands the command."""
 
+import glob
 import os
 import subprocess
 import tempfile
@@ -34,11 +37,68 @@ for case, args, env in (
 p = done(run(["--help"]))
 check(p.returncode == 0 and p.stdout.startswith("usage: vramtap run"), "--help", show(p))
 
-# exec, not fork: the command has the pid vramtap started with, and its exit status.
-proc = run(["--", PYTHON, "-c", "import os, sys; print(os.getpid()); sys.exit(7)"])
+# The command is vramtap's child; the library takes it for the process the user started, and its
+# exit status is vramtap's.
+proc = run(["--", PYTHON, "-c",
+            "import os, sys; print(os.getpid(), os.environ['VRAMTAP_ROOT_PID']); sys.exit(7)"])
 p = done(proc)
 check(p.returncode == 7, "exit status passes through", show(p))
-check(p.stdout.strip() == str(proc.pid), "the command runs in vramtap's process", show(p))
+pids = p.stdout.split()
+check(len(pids) == 2 and pids[0] == pids[1] and pids[0] != str(proc.pid),
+      "the command is a child, and VRAMTAP_ROOT_PID names it", show(p))
+
+# A signal sent to vramtap reaches the command, whose own exit status then comes back.
+proc = run(["--", PYTHON, "-c",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(3))\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)"])
+ready = proc.stdout.readline().strip()
+proc.terminate()
+p = done(proc)
+check(ready == "ready" and p.returncode == 3, "SIGTERM sent to vramtap reaches the command",
+      "%r %s" % (ready, show(p)))
+
+# Killed by SIGKILL after an interim snapshot (a step mark where the peak rose), in a cgroup
+# whose OOM killer count rises meanwhile: 137, the signal, the OOM killer, the snapshot.
+standin = os.path.join(os.environ["VT_BUILD"], "tests", "standin")
+cgroup = tempfile.mkdtemp(prefix="vt-py-cgroup-")
+events = os.path.join(cgroup, "memory.events")
+killed = tempfile.mkdtemp(prefix="vt-py-killed-")
+job = ("import ctypes, os\n"
+       "rt = ctypes.CDLL('libcudart.so.13')\n"
+       "p = ctypes.c_void_p()\n"
+       "assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0\n"
+       "ctypes.CDLL(None).vramtap_step_mark()\n"
+       "if os.environ.get('OOM'):\n"
+       "    open(%r, 'w').write('oom 1\\noom_kill 1\\n')\n"
+       "print(os.getpid(), flush=True)\n"
+       "os.kill(os.getpid(), 9)\n" % events)
+for case, oom in (("SIGKILL", ""), ("OOM killer", "1")):
+    with open(events, "w") as f:
+        f.write("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    for old in glob.glob(os.path.join(killed, "*")):
+        os.unlink(old)
+    p = done(run(["--out", killed, "--", PYTHON, "-c", job],
+                 clean_env(VRAMTAP_CGROUP=cgroup, OOM=oom,
+                           LD_LIBRARY_PATH=standin + ":" + os.environ.get("LD_LIBRARY_PATH", ""))))
+    pid = p.stdout.strip()
+    snaps = glob.glob(os.path.join(killed, "vramtap.*.%s.json" % pid))
+    check(p.returncode == 137, case + ": exit 137", show(p))
+    check("(pid %s) was killed by SIGKILL (signal 9)" % pid in p.stderr,
+          case + ": names the signal", show(p))
+    check(len(snaps) == 1 and "its last snapshot is %s," % snaps[0] in p.stderr,
+          case + ": names the interim snapshot", "%s %s" % (snaps, show(p)))
+    said_oom = "the kernel's OOM killer killed it" in p.stderr and "oom_kill 0 -> 1" in p.stderr
+    check(said_oom == bool(oom), case + ": OOM killer named exactly when its count rose",
+          show(p))
+    if not oom:
+        check("not by the OOM killer of its cgroup (oom_kill stayed 0)" in p.stderr,
+              case + ": says the OOM killer did not", show(p))
+
+p = done(run(["--out", killed, "--", "sh", "-c", "kill -9 $$"]))
+check(p.returncode == 137 and "it left no snapshot in %s" % os.path.realpath(killed) in p.stderr,
+      "SIGKILL before any snapshot: says none was left", show(p))
 
 # The environment: the library first in LD_PRELOAD (the user's entries kept, no duplicate when
 # nested), the bootstrap first on PYTHONPATH, an absolute VRAMTAP_OUT that exists.
