@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "supervise.h"
 
 static volatile sig_atomic_t child_pid;
@@ -30,55 +31,14 @@ static void forward(int sig, siginfo_t *info, void *context)
         kill((pid_t)child_pid, sig);
 }
 
-/* The OOM killer's count for this process's cgroup: v2 memory.events or v1 memory.oom_control,
- * both with an "oom_kill N" line; VRAMTAP_CGROUP names the directory instead of finding it. -1
- * when there is none to read. */
+/* The OOM killer's count for this process's cgroup (v2 memory.events or v1
+ * memory.oom_control), -1 when there is none to read. */
 static long long oom_kills(char *dir, size_t size)
 {
-    const char *given = getenv("VRAMTAP_CGROUP");
-    if (given && *given) {
-        snprintf(dir, size, "%s", given);
-    } else {
-        FILE *f = fopen("/proc/self/cgroup", "r");
-        if (!f)
-            return -1;
-        char line[4096];
-        dir[0] = 0;
-        /* "ID:CONTROLLERS:PATH": v2's is "0::PATH"; a v1 memory controller, where there is
-         * one, is the one that counts */
-        while (fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\n")] = 0;
-            char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-            if (!c2)
-                continue;
-            *c1 = *c2 = 0;
-            const char *controllers = c1 + 1, *path = c2 + 1;
-            if (strstr(controllers, "memory")) {
-                snprintf(dir, size, "/sys/fs/cgroup/memory%s", path);
-                break;
-            }
-            if (!strcmp(line, "0") && !*controllers)
-                snprintf(dir, size, "/sys/fs/cgroup%s", path);
-        }
-        fclose(f);
-    }
-    static const char *const files[] = {"memory.events", "memory.oom_control"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        char key[64];
-        long long n, found = -1;
-        while (fscanf(f, "%63s %lld", key, &n) == 2)
-            if (!strcmp(key, "oom_kill"))
-                found = n;
-        fclose(f);
-        if (found >= 0)
-            return found;
-    }
-    return -1;
+    if (vt_cgroup_dir(dir, size))
+        return -1;
+    long long n = vt_cgroup_key(dir, "memory.events", "oom_kill");
+    return n >= 0 ? n : vt_cgroup_key(dir, "memory.oom_control", "oom_kill");
 }
 
 /* The snapshot the job's first process left in out_dir: vramtap.<...>.<pid>.json. */

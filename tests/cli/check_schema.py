@@ -1,4 +1,4 @@
-"""The snapshot's top-level keys have one list, src/schema/snapshot_keys.h: every key of a file
+"""The snapshot's top-level keys have one list, src/common/snapshot_keys.h: every key of a file
 the library writes (an exit snapshot and its out-of-memory post-mortems) or `vramtap import`
 writes (from a Kineto trace and from a memory snapshot pickle) is in it, and every key in it is
 described in docs/snapshot-format.md."""
@@ -13,7 +13,7 @@ import tempfile
 src, build, cli = os.environ["VT_SRC"], os.environ["VT_BUILD"], os.environ["VT_CLI"]
 failures = []
 
-with open(os.path.join(src, "src/schema/snapshot_keys.h")) as f:
+with open(os.path.join(src, "src/common/snapshot_keys.h")) as f:
     schema = dict(re.findall(r'#define (VT_K_\w+) "([a-z_]+)"', f.read()))
 keys = set(schema.values())
 if len(keys) != len(schema) or len(keys) < 30:
