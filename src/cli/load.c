@@ -460,6 +460,26 @@ static int check_format(vt_snapshot *s, vt_err *err)
     return 0;
 }
 
+static int load_host_ram(vt_snapshot *s, vt_err *err)
+{
+    s->ram.high_water = s->ram.sampled = s->ram.machine = s->ram.cgroup_limit = -1;
+    json_t *ram, *high = NULL;
+    if (get_container(s->root, VT_K_HOST_RAM, JSON_OBJECT, NULLABLE, &ram, err))
+        return fail_file(s, err);
+    if (!ram)
+        return 0;
+    if (get_bytes(ram, "high_water_bytes", NULLABLE, &s->ram.high_water, err) ||
+        get_bytes(ram, "machine_bytes", NULLABLE, &s->ram.machine, err) ||
+        get_bytes(ram, "cgroup_limit_bytes", NULLABLE, &s->ram.cgroup_limit, err) ||
+        get_container(ram, "sampled_high", JSON_OBJECT, NULLABLE, &high, err))
+        return fail_at(s, err, VT_K_HOST_RAM);
+    if (high && (get_bytes(high, "bytes", REQUIRED, &s->ram.sampled, err) ||
+                 get_phase(high, "phase", &s->ram.sampled_phase, err) ||
+                 get_int(high, "step", 0, s->steps, REQUIRED, &s->ram.sampled_step, err)))
+        return fail_at(s, err, VT_K_HOST_RAM ".sampled_high");
+    return 0;
+}
+
 static int load_process(vt_snapshot *s, vt_err *err)
 {
     json_t *r = s->root, *command, *rank, *launcher, *modes, *counters, *host, *pytorch = NULL;
@@ -499,6 +519,8 @@ static int load_process(vt_snapshot *s, vt_err *err)
         (get_int(counters, "dropped", 0, INT64_MAX, NULLABLE, &s->dropped, err) ||
          get_int(counters, "unknown_frees", 0, INT64_MAX, NULLABLE, &s->unknown_frees, err)))
         return fail_at(s, err, "counters");
+    if (load_host_ram(s, err))
+        return -1;
     s->host_peak_bytes = -1;
     if (host) {
         int64_t peak, count;
@@ -553,6 +575,7 @@ static int load_device(vt_snapshot *s, json_t *d, vt_device *dev, vt_err *err)
         get_phase(d, "peak_phase", &dev->peak_phase, err) ||
         get_int(d, "peak_step", 0, s->steps, REQUIRED, &dev->peak_step, err) ||
         get_bytes(d, "used_at_peak_bytes", NULLABLE, &dev->used_at_peak_bytes, err) ||
+        get_bytes(d, "rss_at_peak_bytes", NULLABLE, &dev->rss_at_peak_bytes, err) ||
         get_container(d, "reserved", JSON_OBJECT, NULLABLE, &reserved, err))
         return -1;
     dev->device = (int)ordinal;

@@ -308,6 +308,31 @@ const char *vt_ratio_meaning(const vt_snapshot *s, const vt_bill *bill, vt_categ
 
 /* --- the human report ------------------------------------------------------------------- */
 
+/* The process's host RAM, beside the device figures: where it peaked and what limited it. */
+static void print_host_ram(FILE *out, const vt_snapshot *s)
+{
+    if (s->ram.high_water < 0 && s->ram.sampled < 0)
+        return;
+    char b[32];
+    fputs("  host RAM  ", out);
+    if (s->ram.high_water >= 0)
+        fprintf(out, " high-water %s", vt_fmt_bytes(b, s->ram.high_water));
+    if (s->ram.sampled >= 0)
+        fprintf(out, "%shighest when sampled %s in %s, step %lld%s",
+                s->ram.high_water >= 0 ? " (" : " ", vt_fmt_bytes(b, s->ram.sampled),
+                vt_phase_name(s->ram.sampled_phase), (long long)s->ram.sampled_step,
+                s->ram.high_water >= 0 ? ")" : "");
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].rss_at_peak_bytes >= 0)
+            fprintf(out, "; %s at the cuda:%d peak",
+                    vt_fmt_bytes(b, s->devices[i].rss_at_peak_bytes), s->devices[i].device);
+    if (s->ram.cgroup_limit > 0)
+        fprintf(out, "; cgroup limit %s", vt_fmt_bytes(b, s->ram.cgroup_limit));
+    if (s->ram.machine > 0)
+        fprintf(out, "; machine %s", vt_fmt_bytes(b, s->ram.machine));
+    fputc('\n', out);
+}
+
 static void print_run(FILE *out, const vt_snapshot *s)
 {
     char b[32];
@@ -332,6 +357,7 @@ static void print_run(FILE *out, const vt_snapshot *s)
     if (s->local_rank >= 0)
         fprintf(out, " (local %lld)", (long long)s->local_rank);
     fputc('\n', out);
+    print_host_ram(out, s);
     if (s->host_peak_bytes >= 0)
         fprintf(out, "  pinned host memory peaked at %s (host RAM, not part of any device peak)\n",
                 vt_fmt_bytes(b, s->host_peak_bytes));

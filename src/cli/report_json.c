@@ -82,12 +82,28 @@ static json_t *sites_json(const vt_snapshot *snap, const vt_site_total *t, size_
     return a;
 }
 
+/* null for a file without host RAM figures */
+static json_t *host_ram_json(const vt_snapshot *s)
+{
+    if (s->ram.high_water < 0 && s->ram.sampled < 0)
+        return json_null();
+    json_t *high = s->ram.sampled < 0
+                       ? json_null()
+                       : json_pack("{s:I, s:s, s:I}", "bytes", (json_int_t)s->ram.sampled, "phase",
+                                   vt_phase_name(s->ram.sampled_phase), "step",
+                                   (json_int_t)s->ram.sampled_step);
+    return json_pack("{s:o, s:o, s:o, s:o}", "high_water_bytes", int_or_null(s->ram.high_water),
+                     "sampled_high", high, "machine_bytes", int_or_null(s->ram.machine),
+                     "cgroup_limit_bytes", int_or_null(s->ram.cgroup_limit));
+}
+
 static json_t *levels_json(const vt_device *d)
 {
-    return json_pack("{s:I, s:o, s:o, s:o}", "tensors", (json_int_t)d->listed_bytes, "reserved",
-                     int_or_null(d->reserved_source ? d->reserved_peak_bytes : -1),
+    return json_pack("{s:I, s:o, s:o, s:o, s:o}", "tensors", (json_int_t)d->listed_bytes,
+                     "reserved", int_or_null(d->reserved_source ? d->reserved_peak_bytes : -1),
                      "reserved_source", str_or_null(d->reserved_source), "used",
-                     int_or_null(d->used_at_peak_bytes));
+                     int_or_null(d->used_at_peak_bytes), "host_ram",
+                     int_or_null(d->rss_at_peak_bytes));
 }
 
 static json_t *groups_json(const vt_bill *bill)
@@ -211,6 +227,7 @@ json_t *vt_report_json(vt_loaded *l)
         "host_peak_bytes", int_or_null(s->host_peak_bytes), "devices", devices, "oom_events",
         events);
     json_object_set_new(doc, "run_record", vt_run_record_json(s));
+    json_object_set_new(doc, "host_ram", host_ram_json(s));
     if (s->has_oom)
         json_object_set_new(doc, "oom", postmortem_json(l));
     return doc;

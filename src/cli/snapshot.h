@@ -77,6 +77,7 @@ typedef struct {
     const char *reserved_source; /* NULL: no reserved figure */
     int64_t reserved_peak_bytes;
     int64_t used_at_peak_bytes;
+    int64_t rss_at_peak_bytes; /* the process's resident host memory then, -1 unknown */
     /* filled by the loader from allocations[] */
     int64_t listed_bytes;
     size_t listed_count;
@@ -173,6 +174,14 @@ typedef struct {
     int64_t steps;
     int64_t dropped, unknown_frees;
     int64_t host_peak_bytes; /* -1 when no pinned memory was seen */
+    /* The process's resident host memory (all -1 when unknown; files from before it was
+     * recorded have none): the kernel's high-water mark, the highest sample and its phase and
+     * step, and the ceilings that applied. */
+    struct {
+        int64_t high_water, sampled, machine, cgroup_limit;
+        vt_phase sampled_phase;
+        int64_t sampled_step;
+    } ram;
     vt_device *devices;
     size_t ndevices;
     vt_alloc *allocs;
@@ -181,7 +190,7 @@ typedef struct {
     size_t nsites;
     vt_module *modules;
     size_t nmodules;
-    vt_lines *lines; /* NULL until a site with module ids is loaded */
+    vt_lines *lines;        /* NULL until a site with module ids is loaded */
     uint8_t *site_evidence; /* evidence.c's cache, per site */
     vt_oom *oom_events;
     size_t noom_events;

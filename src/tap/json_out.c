@@ -82,3 +82,11 @@ void vt_json_addr(FILE *f, uintptr_t a)
     else
         fputs("null", f);
 }
+
+void vt_json_int_or_null(FILE *f, int64_t v)
+{
+    if (v < 0)
+        fputs("null", f);
+    else
+        fprintf(f, "%lld", (long long)v);
+}

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hostram.h"
 #include "resolve.h"
 #include "sample.h"
 #include "table.h"
@@ -113,6 +114,7 @@ static void sample(int device, uint8_t reason)
     int64_t free_bytes, total_bytes;
     int capture = vt_capture_relax();
     int have_info = vt_query_meminfo(&free_bytes, &total_bytes) == 0;
+    int64_t rss = vt_hostram_rss();
     uint64_t pool[4];
     int have_pool = have_info && read_pools(device, pool) == 0;
     vt_capture_restore(capture);
@@ -125,6 +127,7 @@ static void sample(int device, uint8_t reason)
                    .reason = reason,
                    .free_bytes = free_bytes,
                    .total_bytes = total_bytes,
+                   .rss_bytes = rss,
                    .have_pool = have_pool && d->pool_allocs};
     if (s.have_pool) {
         memcpy(s.pool, pool, sizeof pool);
@@ -141,8 +144,13 @@ static void sample(int device, uint8_t reason)
         vt_state.left_out.samples++;
     }
     d->last_used = total_bytes - free_bytes;
-    if (s.seq == d->peak_seq)
+    d->last_rss = rss;
+    if (s.seq == d->peak_seq) {
         d->used_at_peak = d->last_used;
+        d->rss_at_peak = rss;
+    }
+    if (rss > vt_state.ram.bytes)
+        vt_state.ram = (vt_ram){rss, s.time, vt_state.phase, vt_state.step};
     vt_unlock();
 }
 

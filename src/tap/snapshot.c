@@ -13,6 +13,7 @@
 #include "command.h"
 #include "freeze.h"
 #include "history.h"
+#include "hostram.h"
 #include "identity.h"
 #include "json_out.h"
 #include "launcher.h"
@@ -196,14 +197,6 @@ static void write_counters(FILE *f, const vt_counters *c)
         (unsigned long long)c->dropped);
 }
 
-static void write_int_or_null(FILE *f, int64_t v)
-{
-    if (v < 0)
-        fputs("null", f);
-    else
-        fprintf(f, "%lld", (long long)v);
-}
-
 static void write_samples(FILE *f, const vt_device *dev)
 {
     static const char *const reasons[] = {"phase", "peak", "oom"};
@@ -214,12 +207,14 @@ static void write_samples(FILE *f, const vt_device *dev)
         vt_json_time(f, secs(s->time));
         fprintf(f, ", \"reason\": \"%s\", \"free_bytes\": %lld, \"total_bytes\": %lld",
                 reasons[s->reason], (long long)s->free_bytes, (long long)s->total_bytes);
+        fputs(", \"rss_bytes\": ", f);
+        vt_json_int_or_null(f, s->rss_bytes);
         static const char *const pool_keys[4] = {"pool_reserved_bytes", "pool_used_bytes",
                                                  "pool_reserved_high_bytes",
                                                  "pool_used_high_bytes"};
         for (int k = 0; k < 4; k++) {
             fprintf(f, ", \"%s\": ", pool_keys[k]);
-            write_int_or_null(f, s->have_pool ? (int64_t)s->pool[k] : -1);
+            vt_json_int_or_null(f, s->have_pool ? (int64_t)s->pool[k] : -1);
         }
         fputc('}', f);
     }
@@ -238,7 +233,7 @@ static void write_devices(FILE *f, const frozen *fz)
         fputs(", \"name\": ", f);
         vt_json_str(f, dev->name[0] ? dev->name : NULL);
         fputs(", \"total_bytes\": ", f);
-        write_int_or_null(f, dev->total ? (int64_t)dev->total : -1);
+        vt_json_int_or_null(f, dev->total ? (int64_t)dev->total : -1);
         fprintf(f, ", \"peak_bytes\": %llu, \"peak_time_s\": ", (unsigned long long)dev->peak);
         vt_json_time(f, secs(dev->peak_time));
         fprintf(f,
@@ -255,7 +250,9 @@ static void write_devices(FILE *f, const frozen *fz)
         fputs(", \"samples\": ", f);
         write_samples(f, dev);
         fputs(", \"used_at_peak_bytes\": ", f);
-        write_int_or_null(f, dev->used_at_peak);
+        vt_json_int_or_null(f, dev->used_at_peak);
+        fputs(", \"rss_at_peak_bytes\": ", f);
+        vt_json_int_or_null(f, dev->rss_at_peak);
         fputc('}', f);
     }
     fputs("],\n", f);
@@ -415,6 +412,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
             "%llu, \"allocations\": %llu},\n",
             (unsigned long long)fz->host_peak, secs(fz->host_peak_time),
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
+    vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time));
     fputs(VT_JSON_KEY(VT_K_ALLOCATIONS) "[", f);
     write_allocations(f, fz, &sm);
     fputs("],\n", f);
@@ -426,9 +424,9 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         fputs(VT_JSON_KEY(VT_K_OOM) "{", f);
         write_oom_fields(f, oom, &sm);
         fprintf(f, ", \"error\": %d, \"free_bytes\": ", oom->error);
-        write_int_or_null(f, oom->free_bytes);
+        vt_json_int_or_null(f, oom->free_bytes);
         fputs(", \"total_bytes\": ", f);
-        write_int_or_null(f, oom->total_bytes);
+        vt_json_int_or_null(f, oom->total_bytes);
         fputs("},\n", f);
     }
     /* after the out-of-memory events and request, so that their sites come first */

@@ -68,7 +68,8 @@ typedef struct {
 typedef struct {
     uint64_t time, seq;
     int64_t free_bytes, total_bytes;
-    uint64_t pool[4]; /* reserved, used, reserved high, used high */
+    uint64_t pool[4];  /* reserved, used, reserved high, used high */
+    int64_t rss_bytes; /* the process's resident host memory then, -1 unknown */
     uint8_t reason, have_pool;
 } vt_sample;
 
@@ -85,8 +86,9 @@ typedef struct {
     double last_peak_sample; /* monotonic seconds */
     uint64_t peak_samples;
     int info_attempts;
-    int64_t last_used;    /* total - free of the latest sample, -1 before any */
-    int64_t used_at_peak; /* of the latest sample at or before the peak, -1 if none */
+    int64_t last_used;             /* total - free of the latest sample, -1 before any */
+    int64_t used_at_peak;          /* of the latest sample at or before the peak, -1 if none */
+    int64_t last_rss, rss_at_peak; /* the same for the process's resident host memory */
     uint64_t pool_reserved_high, pool_reserved_now;
     int have_pool;
     uint64_t pool_allocs; /* stream-ordered allocations: without any, no pool figures */
@@ -100,6 +102,14 @@ typedef struct {
     vt_rec *dead_head, *dead_tail; /* live at the peak, died since */
     uint64_t ndead;
 } vt_device;
+
+/* The process's resident host memory at a sample, and when. */
+typedef struct {
+    int64_t bytes; /* 0: no sample yet */
+    uint64_t time;
+    uint8_t phase;
+    uint32_t step;
+} vt_ram;
 
 typedef struct {
     uint64_t allocs, frees, unknown_frees, failed_calls, oom_calls, host_allocs, host_frees;
@@ -147,6 +157,7 @@ typedef struct {
         uint64_t live, peak, allocs;
         uint64_t peak_time;
     } hostmem;
+    vt_ram ram; /* the highest resident host memory a sample saw */
     /* phases */
     uint8_t phase; /* current: VT_PHASE_* */
     uint32_t step, instance;

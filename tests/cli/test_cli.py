@@ -143,7 +143,8 @@ def case_imported():
     eq((r["kind"], r["pid"], r["command"]), ("import", None, []), "an imported snapshot")
     dev = r["devices"][0]
     eq(dev["categories"], cats(parameters=100 * MiB, activations=48 * MiB), "categories")
-    eq(dev["levels"], {"tensors": 148 * MiB, "reserved": None, "reserved_source": None, "used": None}, "levels")
+    eq(dev["levels"], {"tensors": 148 * MiB, "reserved": None, "reserved_source": None, "used": None,
+                        "host_ram": None}, "levels")
     # Windows paths: the innermost frame names the operation, then the user's own frames
     eq(dev["top_sites"]["activations"][0]["label"],
        "torch\\functional.py:373 einsum < work\\model.py:39 attention < work\\train.py:80 main", "label")
@@ -280,7 +281,8 @@ def case_native():
         {"phase": "backward", "step": 0, "bytes": 40 * MiB, "count": 1},
         {"phase": "optimizer", "step": 0, "bytes": 20 * MiB, "count": 1},
         {"phase": "forward", "step": 1, "bytes": 8 * MiB, "count": 1}], "segments by birth")
-    eq(dev["levels"], {"tensors": 90 * MiB, "reserved": 90 * MiB, "reserved_source": "segments", "used": 400 * MiB},
+    eq(dev["levels"], {"tensors": 90 * MiB, "reserved": 90 * MiB, "reserved_source": "segments", "used": 400 * MiB,
+                        "host_ram": None},
        "levels")
     eq(list(dev["top_sites"]), ["segments"], "sites are segment sites")
     out = run("report", d("native.json")).stdout
@@ -544,7 +546,7 @@ def case_levels():
     has(out, "    total                        159.00 MiB 100.0%  in 7 allocations\n", "total")
     r = report(d("tricky.json"))
     eq(r["devices"][0]["levels"], {"tensors": 159 * MiB, "reserved": 170 * MiB, "reserved_source": "pool",
-                                   "used": 590 * MiB}, "levels")
+                                   "used": 590 * MiB, "host_ram": None}, "levels")
 
 
 def tty_output(args, env):

@@ -1,0 +1,74 @@
+"""Runs tap_host_ram (see host_ram.c) under the library with a fake memory cgroup and checks the
+snapshot's host RAM and the report's: the high-water mark and the sample at the device peak
+within load .. load + 128 MiB, the machine's RAM exactly /proc/meminfo's, the cgroup's limit
+exactly its memory.max; a cgroup with no limit ("max") gives none.
+
+usage: host_ram.py PROGRAM
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+prog = sys.argv[1]
+failures = []
+
+
+def expect(ok, what):
+    if not ok:
+        failures.append(what)
+
+
+with open("/proc/meminfo") as f:
+    machine = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:"))
+MiB = 1 << 20
+for limit in ("1073741824", "max"):
+    out, cgroup = tempfile.mkdtemp(prefix="vt-ram-"), tempfile.mkdtemp(prefix="vt-cgroup-")
+    with open(os.path.join(cgroup, "memory.max"), "w") as f:
+        f.write(limit + "\n")
+    env = dict(os.environ, LD_PRELOAD=os.environ["VT_PRELOAD"], VRAMTAP_OUT=out,
+               VRAMTAP_QUIET="1", VRAMTAP_CGROUP=cgroup,
+               LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
+    p = subprocess.run([prog], env=env, capture_output=True, text=True, timeout=300)
+    if p.returncode:
+        failures.append("exit %d %s" % (p.returncode, p.stderr[-2000:]))
+        break
+    load = int(p.stdout)
+    snaps = glob.glob(os.path.join(out, "vramtap.*.json"))
+    if len(snaps) != 1:
+        failures.append("%d snapshots" % len(snaps))
+        break
+    with open(snaps[0]) as f:
+        doc = json.load(f)
+    ram = doc["host_ram"]
+    within = lambda v: v is not None and load <= v <= load + 128 * MiB
+    expect(within(ram["high_water_bytes"]), "high_water_bytes %s" % ram["high_water_bytes"])
+    high = ram["sampled_high"] or {}
+    expect(within(high.get("bytes")) and high.get("phase") == "setup" and high.get("step") == 0,
+           "sampled_high %s" % high)
+    expect(within(doc["devices"][0]["rss_at_peak_bytes"]),
+           "rss_at_peak_bytes %s" % doc["devices"][0]["rss_at_peak_bytes"])
+    expect(ram["machine_bytes"] == machine, "machine_bytes %s, expected %d"
+           % (ram["machine_bytes"], machine))
+    want_limit = int(limit) if limit != "max" else None
+    expect(ram["cgroup_limit_bytes"] == want_limit, "cgroup_limit_bytes %s, expected %s"
+           % (ram["cgroup_limit_bytes"], want_limit))
+    r = subprocess.run([os.environ["VT_CLI"], "report", "--json", snaps[0]], capture_output=True,
+                       text=True)
+    rep = json.loads(r.stdout) if r.returncode == 0 else {}
+    expect(rep.get("host_ram", {}).get("high_water_bytes") == ram["high_water_bytes"] and
+           rep.get("host_ram", {}).get("cgroup_limit_bytes") == want_limit,
+           "report --json host_ram %s" % rep.get("host_ram"))
+    expect(rep.get("devices", [{}])[0].get("levels", {}).get("host_ram") ==
+           doc["devices"][0]["rss_at_peak_bytes"], "report --json levels.host_ram")
+    text = subprocess.run([os.environ["VT_CLI"], "report", snaps[0]], capture_output=True,
+                          text=True, env=dict(os.environ, COLUMNS="200")).stdout
+    line = next((l for l in text.splitlines() if l.startswith("  host RAM")), "")
+    expect("high-water " in line and "in setup, step 0" in line and "at the cuda:0 peak" in line,
+           "report line %r" % line)
+    expect(("cgroup limit 1.00 GiB" in line) == (limit != "max"), "report's cgroup limit %r" % line)
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)
