@@ -3,8 +3,10 @@
  * 1. identity: labels the framework hooks or the program put on address ranges (the
  *    allocation's `labels`); a label may cover part of an allocation;
  * 2. stack: the allocation's stack names a library workspace (the list below), which is
- *    temporary whatever its lifetime; in an imported recording, a birth phase the importer took
- *    from the allocation's own stack (optimizer frames, autograd's engine thread);
+ *    temporary whatever its lifetime (so is a block from before a recording window that has no
+ *    stack and the size of PyTorch's default cuBLAS workspace); in an imported recording, a
+ *    birth phase the importer took from the allocation's own stack (optimizer frames,
+ *    autograd's engine thread);
  * 3. timing: classify.c's rules, for everything else. */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,13 @@ static const struct {
     {"libcusparse", NULL},
     {"libcusolver", NULL},
 };
+
+/* PyTorch's default cuBLAS workspace on GPUs before Hopper, 4096 KiB x 2 + 16 KiB x 8 (the
+ * default of CUBLAS_WORKSPACE_CONFIG), made once per handle (the main thread's and autograd's):
+ * a block of this size from before a recording window has no stack to say what it is, and
+ * billed by timing it would be a parameter. No tensor of a model is usually this size; Hopper's
+ * default (32 MiB) is, so it is not recognised by size. */
+static const int64_t cublas_default_workspace = 4096 * 1024 * 2 + 16 * 1024 * 8;
 
 enum { EV_UNKNOWN, EV_NONE, EV_WORKSPACE };
 
@@ -105,6 +114,7 @@ int vt_split_alloc(vt_snapshot *snap, const vt_alloc *a, bool native,
     bool ws;
     if (site_evidence(snap, a->site, &ws, err))
         return -1;
+    ws |= a->site < 0 && a->before_window && a->size == cublas_default_workspace;
     if (ws) {
         bytes[VT_CAT_TEMPORARY][VT_EV_STACK] += rest;
         *workspace += rest;

@@ -789,6 +789,7 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     json_t *from = json_object_get(o, "birth_phase_from");
     a->birth_from_stack =
         json_is_string(from) && !strcmp(json_string_value(from), "allocation_stack");
+    a->before_window = json_is_true(json_object_get(o, "before_window"));
     return get_labels(o, a, err);
 }
 

@@ -61,6 +61,7 @@ typedef struct {
     uint8_t kind; /* vt_alloc_kind */
     bool alive_at_end;
     bool birth_from_stack; /* import: birth phase inferred from the allocation's own stack */
+    bool before_window;    /* import: made before the recording began */
     /* Identity evidence: bytes of this allocation labelled with each category (overlapping
      * labels counted once), or NULL when it has no label. */
     int64_t *labelled;
