@@ -463,7 +463,9 @@ static int check_format(vt_snapshot *s, vt_err *err)
 static int load_host_ram(vt_snapshot *s, vt_err *err)
 {
     s->ram.high_water = s->ram.sampled = s->ram.machine = s->ram.cgroup_limit = -1;
-    json_t *ram, *high = NULL;
+    s->ram.workers_high = -1;
+    s->ram.workers = NULL;
+    json_t *ram, *high = NULL, *workers = NULL;
     if (get_container(s->root, VT_K_HOST_RAM, JSON_OBJECT, NULLABLE, &ram, err))
         return fail_file(s, err);
     if (!ram)
@@ -471,8 +473,22 @@ static int load_host_ram(vt_snapshot *s, vt_err *err)
     if (get_bytes(ram, "high_water_bytes", NULLABLE, &s->ram.high_water, err) ||
         get_bytes(ram, "machine_bytes", NULLABLE, &s->ram.machine, err) ||
         get_bytes(ram, "cgroup_limit_bytes", NULLABLE, &s->ram.cgroup_limit, err) ||
-        get_container(ram, "sampled_high", JSON_OBJECT, NULLABLE, &high, err))
+        get_container(ram, "sampled_high", JSON_OBJECT, NULLABLE, &high, err) ||
+        get_container(ram, "workers", JSON_ARRAY, NULLABLE, &workers, err) ||
+        get_bytes(ram, "workers_high_bytes", NULLABLE, &s->ram.workers_high, err))
         return fail_at(s, err, VT_K_HOST_RAM);
+    size_t i;
+    json_t *w;
+    json_array_foreach(workers, i, w)
+    {
+        int64_t pid, high_pss, last_pss;
+        if (!json_is_object(w) ? wrong(err, "", "an object", w)
+                               : get_int(w, "pid", 1, MAX_PID, REQUIRED, &pid, err) ||
+                                     get_bytes(w, "pss_high_bytes", REQUIRED, &high_pss, err) ||
+                                     get_bytes(w, "pss_last_bytes", REQUIRED, &last_pss, err))
+            return fail_at(s, err, VT_K_HOST_RAM ".workers[%zu]", i);
+    }
+    s->ram.workers = workers && json_array_size(workers) ? workers : NULL;
     if (high && (get_bytes(high, "bytes", REQUIRED, &s->ram.sampled, err) ||
                  get_phase(high, "phase", &s->ram.sampled_phase, err) ||
                  get_int(high, "step", 0, s->steps, REQUIRED, &s->ram.sampled_step, err)))

@@ -326,6 +326,11 @@ static void print_host_ram(FILE *out, const vt_snapshot *s)
         if (s->devices[i].rss_at_peak_bytes >= 0)
             fprintf(out, "; %s at the cuda:%d peak",
                     vt_fmt_bytes(b, s->devices[i].rss_at_peak_bytes), s->devices[i].device);
+    if (s->ram.workers) {
+        size_t n = json_array_size(s->ram.workers);
+        fprintf(out, "; %zu worker process%s, %s together at most", n, n == 1 ? "" : "es",
+                vt_fmt_bytes(b, s->ram.workers_high));
+    }
     if (s->ram.cgroup_limit > 0)
         fprintf(out, "; cgroup limit %s", vt_fmt_bytes(b, s->ram.cgroup_limit));
     if (s->ram.machine > 0)

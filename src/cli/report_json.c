@@ -92,9 +92,21 @@ static json_t *host_ram_json(const vt_snapshot *s)
                        : json_pack("{s:I, s:s, s:I}", "bytes", (json_int_t)s->ram.sampled, "phase",
                                    vt_phase_name(s->ram.sampled_phase), "step",
                                    (json_int_t)s->ram.sampled_step);
-    return json_pack("{s:o, s:o, s:o, s:o}", "high_water_bytes", int_or_null(s->ram.high_water),
-                     "sampled_high", high, "machine_bytes", int_or_null(s->ram.machine),
-                     "cgroup_limit_bytes", int_or_null(s->ram.cgroup_limit));
+    json_t *workers = json_array();
+    size_t i;
+    json_t *w;
+    json_array_foreach(s->ram.workers, i, w)
+    {
+        json_array_append_new(workers,
+                              json_pack("{s:O, s:O, s:O}", "pid", json_object_get(w, "pid"),
+                                        "pss_bytes", json_object_get(w, "pss_high_bytes"),
+                                        "pss_last_bytes", json_object_get(w, "pss_last_bytes")));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "high_water_bytes",
+                     int_or_null(s->ram.high_water), "sampled_high", high, "workers", workers,
+                     "workers_high_bytes", int_or_null(s->ram.workers_high), "machine_bytes",
+                     int_or_null(s->ram.machine), "cgroup_limit_bytes",
+                     int_or_null(s->ram.cgroup_limit));
 }
 
 static json_t *levels_json(const vt_device *d)

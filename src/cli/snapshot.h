@@ -182,6 +182,10 @@ typedef struct {
         int64_t high_water, sampled, machine, cgroup_limit;
         vt_phase sampled_phase;
         int64_t sampled_step;
+        /* child processes: an array of {"pid", "pss_high_bytes", "pss_last_bytes"} checked
+         * by the loader (owned by root), NULL when none; their highest PSS summed, -1 */
+        json_t *workers;
+        int64_t workers_high;
     } ram;
     vt_device *devices;
     size_t ndevices;

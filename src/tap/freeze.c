@@ -116,6 +116,7 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
     fz->host_live = vt_state.hostmem.live;
     fz->host_allocs = vt_state.hostmem.allocs;
     fz->ram = vt_state.ram;
+    fz->workers = vt_state.workers;
     fz->ndev = 0;
     for (int d = 0; d < VT_MAX_DEVICES; d++) {
         if (!vt_state.dev[d].used)

@@ -27,6 +27,7 @@ typedef struct {
     vt_left_out left_out;
     uint64_t host_peak, host_peak_time, host_live, host_allocs;
     vt_ram ram;
+    vt_workers workers;
     vt_device *dev; /* the devices used, in ordinal order */
     int *ordinal;
     int ndev;

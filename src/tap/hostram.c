@@ -1,4 +1,8 @@
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,7 +49,63 @@ static int64_t proc_kib(const char *path, const char *key)
     return v;
 }
 
-void vt_hostram_write_json(FILE *f, const vt_ram *high, double high_time_s)
+static int64_t pss_of(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
+    return proc_kib(path, "Pss");
+}
+
+int vt_hostram_workers(int *pids, int64_t *pss, int max)
+{
+    static _Atomic int64_t last_ns;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t now = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec, last = atomic_load(&last_ns);
+    if ((last && now - last < 1000000000) || !atomic_compare_exchange_strong(&last_ns, &last, now))
+        return -1;
+    /* every thread's children: a worker may have been started from any thread */
+    DIR *tasks = opendir("/proc/self/task");
+    if (!tasks)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(tasks))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/children", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        int pid;
+        while (fscanf(f, "%d", &pid) == 1) {
+            if (n < max) {
+                pids[n] = pid;
+                pss[n] = pss_of(pid);
+            }
+            n++;
+        }
+        fclose(f);
+    }
+    closedir(tasks);
+    return n;
+}
+
+static void write_workers(FILE *f, const vt_workers *w)
+{
+    fputs(", \"workers\": [", f);
+    for (int i = 0; i < w->n; i++)
+        fprintf(f, "%s{\"pid\": %d, \"pss_high_bytes\": %lld, \"pss_last_bytes\": %lld}",
+                i ? ", " : "", w->w[i].pid, (long long)w->w[i].pss_high,
+                (long long)w->w[i].pss_last);
+    fputs("], \"workers_high_bytes\": ", f);
+    vt_json_int_or_null(f, w->n || w->left_out ? w->sum_high : -1);
+    fprintf(f, ", \"workers_left_out\": %llu", (unsigned long long)w->left_out);
+}
+
+void vt_hostram_write_json(FILE *f, const vt_ram *high, double high_time_s,
+                           const vt_workers *workers)
 {
     fputs(VT_JSON_KEY(VT_K_HOST_RAM) "{\"high_water_bytes\": ", f);
     vt_json_int_or_null(f, proc_kib("/proc/self/status", "VmHWM"));
@@ -57,6 +117,7 @@ void vt_hostram_write_json(FILE *f, const vt_ram *high, double high_time_s)
     } else {
         fputs("null", f);
     }
+    write_workers(f, workers);
     fputs(", \"machine_bytes\": ", f);
     vt_json_int_or_null(f, proc_kib("/proc/meminfo", "MemTotal"));
     char dir[4096];

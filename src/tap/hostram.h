@@ -11,8 +11,15 @@
 /* Resident bytes now (/proc/self/statm), -1 when unreadable. No malloc, no stdio. */
 VT_HIDDEN int64_t vt_hostram_rss(void);
 
+/* This process's children and each one's proportional set size (/proc/PID/smaps_rollup: pages
+ * shared copy-on-write with this process are not counted twice), at most `max`; returns how
+ * many there are, which may be more than `max`. At most once a second (-1 between, or when
+ * /proc cannot be read): reading a large process's smaps costs about a millisecond. */
+VT_HIDDEN int vt_hostram_workers(int *pids, int64_t *pss, int max);
+
 /* The "host_ram" member: the high-water mark, the highest sample (`high`, at `high_time_s`
- * seconds into the run) and the ceilings. */
-VT_HIDDEN void vt_hostram_write_json(FILE *f, const vt_ram *high, double high_time_s);
+ * seconds into the run), the workers and the ceilings. */
+VT_HIDDEN void vt_hostram_write_json(FILE *f, const vt_ram *high, double high_time_s,
+                                     const vt_workers *workers);
 
 #endif

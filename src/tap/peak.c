@@ -23,6 +23,7 @@ int vt_peak_note_alloc(vt_device *d, vt_rec *r)
     d->peak_step = r->birth.step;
     d->used_at_peak = d->last_used;
     d->rss_at_peak = d->last_rss;
+    d->workers_at_peak = d->last_workers;
     release_dead(d);
     return 1;
 }

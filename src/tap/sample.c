@@ -105,6 +105,38 @@ static int read_pools(int device, uint64_t sum[4])
     return got ? 0 : -1;
 }
 
+/* Lock held. The workers alive now: each one's highest and latest PSS, and their sum; those
+ * that exited keep their figures (sum_last counts only the living). left_out: the most workers
+ * one reading could not keep. */
+static void note_workers(const int *pids, const int64_t *pss, int n)
+{
+    vt_workers *w = &vt_state.workers;
+    int64_t sum = 0;
+    uint64_t missed = n > VT_MAX_WORKERS ? (uint64_t)(n - VT_MAX_WORKERS) : 0;
+    for (int i = 0; i < n && i < VT_MAX_WORKERS; i++) {
+        if (pss[i] < 0)
+            continue; /* exited meanwhile, or not ours to read */
+        sum += pss[i];
+        int k = 0;
+        while (k < w->n && w->w[k].pid != pids[i])
+            k++;
+        if (k == VT_MAX_WORKERS) {
+            missed++;
+            continue;
+        }
+        if (k == w->n)
+            w->w[w->n++] = (vt_worker){pids[i], pss[i], pss[i]};
+        w->w[k].pss_last = pss[i];
+        if (pss[i] > w->w[k].pss_high)
+            w->w[k].pss_high = pss[i];
+    }
+    if (missed > w->left_out)
+        w->left_out = missed;
+    w->sum_last = sum;
+    if (sum > w->sum_high)
+        w->sum_high = sum;
+}
+
 static void sample(int device, uint8_t reason)
 {
     /* cuMemGetInfo answers for the current context's device: an allocation on another one
@@ -115,6 +147,9 @@ static void sample(int device, uint8_t reason)
     int capture = vt_capture_relax();
     int have_info = vt_query_meminfo(&free_bytes, &total_bytes) == 0;
     int64_t rss = vt_hostram_rss();
+    int pids[VT_MAX_WORKERS];
+    int64_t pss[VT_MAX_WORKERS];
+    int nworkers = vt_hostram_workers(pids, pss, VT_MAX_WORKERS);
     uint64_t pool[4];
     int have_pool = have_info && read_pools(device, pool) == 0;
     vt_capture_restore(capture);
@@ -144,10 +179,14 @@ static void sample(int device, uint8_t reason)
         vt_state.left_out.samples++;
     }
     d->last_used = total_bytes - free_bytes;
+    if (nworkers >= 0)
+        note_workers(pids, pss, nworkers);
     d->last_rss = rss;
+    d->last_workers = vt_state.workers.n ? vt_state.workers.sum_last : -1;
     if (s.seq == d->peak_seq) {
         d->used_at_peak = d->last_used;
         d->rss_at_peak = rss;
+        d->workers_at_peak = d->last_workers;
     }
     if (rss > vt_state.ram.bytes)
         vt_state.ram = (vt_ram){rss, s.time, vt_state.phase, vt_state.step};

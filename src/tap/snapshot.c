@@ -253,6 +253,8 @@ static void write_devices(FILE *f, const frozen *fz)
         vt_json_int_or_null(f, dev->used_at_peak);
         fputs(", \"rss_at_peak_bytes\": ", f);
         vt_json_int_or_null(f, dev->rss_at_peak);
+        fputs(", \"workers_at_peak_bytes\": ", f);
+        vt_json_int_or_null(f, dev->workers_at_peak);
         fputc('}', f);
     }
     fputs("],\n", f);
@@ -412,7 +414,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
             "%llu, \"allocations\": %llu},\n",
             (unsigned long long)fz->host_peak, secs(fz->host_peak_time),
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
-    vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time));
+    vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time), &fz->workers);
     fputs(VT_JSON_KEY(VT_K_ALLOCATIONS) "[", f);
     write_allocations(f, fz, &sm);
     fputs("],\n", f);

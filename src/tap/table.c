@@ -104,6 +104,7 @@ static int account_alloc(vt_rec *r)
         d->used = 1;
         d->last_used = d->used_at_peak = -1;
         d->last_rss = d->rss_at_peak = -1;
+        d->last_workers = d->workers_at_peak = -1;
         flags |= VT_FIRST_USE;
     }
     d->live += r->size;

@@ -89,6 +89,7 @@ typedef struct {
     int64_t last_used;             /* total - free of the latest sample, -1 before any */
     int64_t used_at_peak;          /* of the latest sample at or before the peak, -1 if none */
     int64_t last_rss, rss_at_peak; /* the same for the process's resident host memory */
+    int64_t last_workers, workers_at_peak; /* and for its workers' PSS, summed */
     uint64_t pool_reserved_high, pool_reserved_now;
     int have_pool;
     uint64_t pool_allocs; /* stream-ordered allocations: without any, no pool figures */
@@ -102,6 +103,21 @@ typedef struct {
     vt_rec *dead_head, *dead_tail; /* live at the peak, died since */
     uint64_t ndead;
 } vt_device;
+
+/* A child process (a data-loader worker): its proportional set size, highest and latest. */
+typedef struct {
+    int pid;
+    int64_t pss_high, pss_last;
+} vt_worker;
+
+#define VT_MAX_WORKERS 64
+
+typedef struct {
+    vt_worker w[VT_MAX_WORKERS];
+    int n;
+    int64_t sum_last, sum_high; /* all workers' PSS together */
+    uint64_t left_out;          /* workers seen past VT_MAX_WORKERS */
+} vt_workers;
 
 /* The process's resident host memory at a sample, and when. */
 typedef struct {
@@ -157,7 +173,8 @@ typedef struct {
         uint64_t live, peak, allocs;
         uint64_t peak_time;
     } hostmem;
-    vt_ram ram; /* the highest resident host memory a sample saw */
+    vt_ram ram;         /* the highest resident host memory a sample saw */
+    vt_workers workers; /* child processes, read with the samples */
     /* phases */
     uint8_t phase; /* current: VT_PHASE_* */
     uint32_t step, instance;

@@ -1,13 +1,15 @@
 """Runs tap_host_ram (see host_ram.c) under the library with a fake memory cgroup and checks the
 snapshot's host RAM and the report's: the high-water mark and the sample at the device peak
-within load .. load + 128 MiB, the machine's RAM exactly /proc/meminfo's, the cgroup's limit
-exactly its memory.max; a cgroup with no limit ("max") gives none.
+within load .. load + 128 MiB, the worker (a forked child) by its pid within its size .. size +
+64 MiB, the machine's RAM exactly /proc/meminfo's, the cgroup's limit exactly its memory.max; a
+cgroup with no limit ("max") gives none.
 
 usage: host_ram.py PROGRAM
 """
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,10 +34,11 @@ for limit in ("1073741824", "max"):
                VRAMTAP_QUIET="1", VRAMTAP_CGROUP=cgroup,
                LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
     p = subprocess.run([prog], env=env, capture_output=True, text=True, timeout=300)
+    shutil.rmtree(cgroup)
     if p.returncode:
         failures.append("exit %d %s" % (p.returncode, p.stderr[-2000:]))
         break
-    load = int(p.stdout)
+    load, worker_pid, worker_size = (int(x) for x in p.stdout.split())
     snaps = glob.glob(os.path.join(out, "vramtap.*.json"))
     if len(snaps) != 1:
         failures.append("%d snapshots" % len(snaps))
@@ -50,6 +53,14 @@ for limit in ("1073741824", "max"):
            "sampled_high %s" % high)
     expect(within(doc["devices"][0]["rss_at_peak_bytes"]),
            "rss_at_peak_bytes %s" % doc["devices"][0]["rss_at_peak_bytes"])
+    in_worker = lambda v: v is not None and worker_size <= v <= worker_size + 64 * MiB
+    workers = ram["workers"]
+    expect(len(workers) == 1 and workers[0]["pid"] == worker_pid and
+           in_worker(workers[0]["pss_high_bytes"]) and ram["workers_left_out"] == 0,
+           "workers %s (pid %d)" % (workers, worker_pid))
+    expect(in_worker(ram["workers_high_bytes"]), "workers_high_bytes %s" % ram["workers_high_bytes"])
+    expect(in_worker(doc["devices"][0]["workers_at_peak_bytes"]),
+           "workers_at_peak_bytes %s" % doc["devices"][0]["workers_at_peak_bytes"])
     expect(ram["machine_bytes"] == machine, "machine_bytes %s, expected %d"
            % (ram["machine_bytes"], machine))
     want_limit = int(limit) if limit != "max" else None
@@ -61,14 +72,20 @@ for limit in ("1073741824", "max"):
     expect(rep.get("host_ram", {}).get("high_water_bytes") == ram["high_water_bytes"] and
            rep.get("host_ram", {}).get("cgroup_limit_bytes") == want_limit,
            "report --json host_ram %s" % rep.get("host_ram"))
+    expect([(w["pid"], w["pss_bytes"]) for w in rep.get("host_ram", {}).get("workers", [])] ==
+           [(worker_pid, workers[0]["pss_high_bytes"])] and
+           rep["host_ram"]["workers_high_bytes"] == ram["workers_high_bytes"],
+           "report --json workers %s" % rep.get("host_ram"))
     expect(rep.get("devices", [{}])[0].get("levels", {}).get("host_ram") ==
            doc["devices"][0]["rss_at_peak_bytes"], "report --json levels.host_ram")
     text = subprocess.run([os.environ["VT_CLI"], "report", snaps[0]], capture_output=True,
                           text=True, env=dict(os.environ, COLUMNS="200")).stdout
     line = next((l for l in text.splitlines() if l.startswith("  host RAM")), "")
-    expect("high-water " in line and "in setup, step 0" in line and "at the cuda:0 peak" in line,
+    expect("high-water " in line and "in setup, step 0" in line and "at the cuda:0 peak" in line
+           and "; 1 worker process, " in line,
            "report line %r" % line)
     expect(("cgroup limit 1.00 GiB" in line) == (limit != "max"), "report's cgroup limit %r" % line)
+    shutil.rmtree(out)
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)
