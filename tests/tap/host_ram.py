@@ -2,7 +2,8 @@
 snapshot's host RAM and the report's: the high-water mark and the sample at the device peak
 within load .. load + 128 MiB, the worker (a forked child) by its pid within its size .. size +
 64 MiB, the machine's RAM exactly /proc/meminfo's, the cgroup's limit exactly its memory.max; a
-cgroup with no limit ("max") gives none.
+cgroup with no limit ("max") gives none. Under ThreadSanitizer, whose shadow memory is resident
+too (the 256 MiB load reads as 1.3 GB there), only the lower bounds are asserted.
 
 usage: host_ram.py PROGRAM
 """
@@ -26,6 +27,8 @@ def expect(ok, what):
 with open("/proc/meminfo") as f:
     machine = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:"))
 MiB = 1 << 20
+# the most a figure may exceed what the program holds: the process's own pages, or no bound
+SLACK = None if "thread" in os.environ.get("VT_SANITIZE", "") else 128 * MiB
 for limit in ("1073741824", "max"):
     out, cgroup = tempfile.mkdtemp(prefix="vt-ram-"), tempfile.mkdtemp(prefix="vt-cgroup-")
     with open(os.path.join(cgroup, "memory.max"), "w") as f:
@@ -46,14 +49,15 @@ for limit in ("1073741824", "max"):
     with open(snaps[0]) as f:
         doc = json.load(f)
     ram = doc["host_ram"]
-    within = lambda v: v is not None and load <= v <= load + 128 * MiB
+    within = lambda v: v is not None and load <= v <= load + (SLACK if SLACK else v)
     expect(within(ram["high_water_bytes"]), "high_water_bytes %s" % ram["high_water_bytes"])
     high = ram["sampled_high"] or {}
     expect(within(high.get("bytes")) and high.get("phase") == "setup" and high.get("step") == 0,
            "sampled_high %s" % high)
     expect(within(doc["devices"][0]["rss_at_peak_bytes"]),
            "rss_at_peak_bytes %s" % doc["devices"][0]["rss_at_peak_bytes"])
-    in_worker = lambda v: v is not None and worker_size <= v <= worker_size + 64 * MiB
+    in_worker = lambda v: (v is not None and worker_size <= v <=
+                           worker_size + (SLACK // 2 if SLACK else v))
     workers = ram["workers"]
     expect(len(workers) == 1 and workers[0]["pid"] == worker_pid and
            in_worker(workers[0]["pss_high_bytes"]) and ram["workers_left_out"] == 0,
