@@ -310,6 +310,19 @@ static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff
 /* --- command line and environment ---------------------------------------------------------- */
 
 /* The same bytes: one file given twice, or a copy. */
+/* Host RAM side by side, when either run recorded it. */
+static void print_host(FILE *out, const vt_snapshot *a, const vt_snapshot *b)
+{
+    if (a->ram.high_water < 0 && b->ram.high_water < 0 && a->ram.workers_high < 0 &&
+        b->ram.workers_high < 0)
+        return;
+    fprintf(out, "\n%shost%s %20s %20s  %12s\n", vt_on(VT_STYLE_BOLD), vt_off(), "A", "B",
+            "change");
+    print_row(out, "RAM high-water", a->ram.high_water, b->ram.high_water);
+    if (a->ram.workers_high >= 0 || b->ram.workers_high >= 0)
+        print_row(out, "workers at most", a->ram.workers_high, b->ram.workers_high);
+}
+
 static bool identical(const vt_snapshot *a, const vt_snapshot *b)
 {
     return a->buflen == b->buflen && !memcmp(a->buf, b->buf, a->buflen);
@@ -493,13 +506,15 @@ static json_t *diff_json(vt_loaded *la, vt_loaded *lb, const dev_diff *devs, siz
     json_t *differs = !a->argc || !b->argc ? json_null() : json_boolean(!same_command(a, b));
     char changes[1024];
     size_t nchanges = vt_record_changes(a, b, changes, sizeof changes);
-    return json_pack("{s:s, s:i, s:{s:s, s:o, s:o}, s:{s:s, s:o, s:o}, s:b, s:o, s:o, s:o, s:o}",
+    return json_pack("{s:s, s:i, s:{s:s, s:o, s:o}, s:{s:s, s:o, s:o}, s:b, s:o, s:o, s:o, s:o, "
+                     "s:{s:o, s:o}}",
                      "format", "vramtap-diff", "version", 1, "a", "file", a->path, "command",
                      command_json(a), "run_record", vt_run_record_json(a), "b", "file", b->path,
                      "command", command_json(b), "run_record", vt_run_record_json(b), "identical",
                      identical(a, b), "command_differs", differs, "env",
                      a->env && b->env ? envs : (json_decref(envs), json_null()), "devices", devices,
-                     "record_changes", nchanges ? json_string(changes) : json_null());
+                     "record_changes", nchanges ? json_string(changes) : json_null(), "host_ram",
+                     "a", vt_host_ram_json(a), "b", vt_host_ram_json(b));
 }
 
 /* --- the command --------------------------------------------------------------------------- */
@@ -590,6 +605,7 @@ int vt_cmd_diff(int argc, char **argv)
                 print_heading(stdout, &la, &lb, env, nenv);
                 for (size_t i = 0; i < ndevs; i++)
                     print_device(stdout, &la, &lb, &devs[i]);
+                print_host(stdout, &la.snap, &lb.snap);
             }
         }
         free(env);

@@ -308,6 +308,33 @@ const char *vt_ratio_meaning(const vt_snapshot *s, const vt_bill *bill, vt_categ
 
 /* --- the human report ------------------------------------------------------------------- */
 
+/* The share of its ceiling (the cgroup's limit, else the machine's RAM) at which host RAM is
+ * worth a warning: past the ceiling the kernel's OOM killer ends the job. */
+#define HOST_RAM_WARN 0.8
+
+static void print_host_ram_advice(FILE *out, const vt_snapshot *s)
+{
+    int64_t ceiling = s->ram.cgroup_limit > 0 ? s->ram.cgroup_limit : s->ram.machine;
+    int64_t own = s->ram.high_water >= 0 ? s->ram.high_water : s->ram.sampled;
+    int64_t workers = s->ram.workers_high > 0 ? s->ram.workers_high : 0;
+    if (ceiling <= 0 || own < 0 || (double)(own + workers) < HOST_RAM_WARN * (double)ceiling)
+        return;
+    char b[32], c[32], w[32];
+    fprintf(out,
+            "  %swarning%s: host RAM reached %.0f%% of %s (%s of %s, the process's high-water "
+            "mark and its workers' together): past it the kernel's OOM killer ends the job with "
+            "SIGKILL, and no snapshot is written at exit\n",
+            vt_on(VT_STYLE_WARN), vt_off(), 100.0 * (double)(own + workers) / (double)ceiling,
+            s->ram.cgroup_limit > 0 ? "its cgroup's limit" : "the machine's RAM",
+            vt_fmt_bytes(b, own + workers), vt_fmt_bytes(c, ceiling));
+    size_t n = json_array_size(s->ram.workers);
+    if (workers)
+        fprintf(out,
+                "    %zu worker process%s held %s of it: fewer DataLoader workers (num_workers) "
+                "or a smaller prefetch_factor lower it\n",
+                n, n == 1 ? "" : "es", vt_fmt_bytes(w, workers));
+}
+
 /* The process's host RAM, beside the device figures: where it peaked and what limited it. */
 static void print_host_ram(FILE *out, const vt_snapshot *s)
 {
@@ -336,6 +363,7 @@ static void print_host_ram(FILE *out, const vt_snapshot *s)
     if (s->ram.machine > 0)
         fprintf(out, "; machine %s", vt_fmt_bytes(b, s->ram.machine));
     fputc('\n', out);
+    print_host_ram_advice(out, s);
 }
 
 static void print_run(FILE *out, const vt_snapshot *s)

@@ -56,6 +56,8 @@ json_t *vt_report_json(vt_loaded *l);
 json_t *vt_categories_json(const vt_bill *bill);
 json_t *vt_site_json(const vt_snapshot *snap, const vt_site_total *t);
 json_t *vt_peak_json(const vt_device *dev);
+/* The process's host RAM as the report gives it; null for a file without those figures. */
+json_t *vt_host_ram_json(const vt_snapshot *s);
 void vt_print_json(FILE *out, json_t *doc);
 /* --folded (folded.c): -1 with err when a stack cannot be read */
 int vt_print_folded(FILE *out, vt_loaded *l, vt_err *err);

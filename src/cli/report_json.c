@@ -82,8 +82,7 @@ static json_t *sites_json(const vt_snapshot *snap, const vt_site_total *t, size_
     return a;
 }
 
-/* null for a file without host RAM figures */
-static json_t *host_ram_json(const vt_snapshot *s)
+json_t *vt_host_ram_json(const vt_snapshot *s)
 {
     if (s->ram.high_water < 0 && s->ram.sampled < 0)
         return json_null();
@@ -239,7 +238,7 @@ json_t *vt_report_json(vt_loaded *l)
         "host_peak_bytes", int_or_null(s->host_peak_bytes), "devices", devices, "oom_events",
         events);
     json_object_set_new(doc, "run_record", vt_run_record_json(s));
-    json_object_set_new(doc, "host_ram", host_ram_json(s));
+    json_object_set_new(doc, "host_ram", vt_host_ram_json(s));
     if (s->has_oom)
         json_object_set_new(doc, "oom", postmortem_json(l));
     return doc;

@@ -2,7 +2,8 @@
 snapshot's host RAM and the report's: the high-water mark and the sample at the device peak
 within load .. load + 128 MiB, the worker (a forked child) by its pid within its size .. size +
 64 MiB, the machine's RAM exactly /proc/meminfo's, the cgroup's limit exactly its memory.max; a
-cgroup with no limit ("max") gives none. Under ThreadSanitizer, whose shadow memory is resident
+cgroup with no limit ("max") gives none. Against a 300 MiB limit the report warns, naming the
+workers; `vramtap diff` sets two runs' host RAM side by side. Under ThreadSanitizer, whose shadow memory is resident
 too (the 256 MiB load reads as 1.3 GB there), only the lower bounds are asserted.
 
 usage: host_ram.py PROGRAM
@@ -29,7 +30,8 @@ with open("/proc/meminfo") as f:
 MiB = 1 << 20
 # the most a figure may exceed what the program holds: the process's own pages, or no bound
 SLACK = None if "thread" in os.environ.get("VT_SANITIZE", "") else 128 * MiB
-for limit in ("1073741824", "max"):
+kept = {}
+for limit in ("1073741824", "max", "314572800"):
     out, cgroup = tempfile.mkdtemp(prefix="vt-ram-"), tempfile.mkdtemp(prefix="vt-cgroup-")
     with open(os.path.join(cgroup, "memory.max"), "w") as f:
         f.write(limit + "\n")
@@ -68,6 +70,7 @@ for limit in ("1073741824", "max"):
     expect(ram["machine_bytes"] == machine, "machine_bytes %s, expected %d"
            % (ram["machine_bytes"], machine))
     want_limit = int(limit) if limit != "max" else None
+    kept[limit] = (snaps[0], ram)
     expect(ram["cgroup_limit_bytes"] == want_limit, "cgroup_limit_bytes %s, expected %s"
            % (ram["cgroup_limit_bytes"], want_limit))
     r = subprocess.run([os.environ["VT_CLI"], "report", "--json", snaps[0]], capture_output=True,
@@ -88,8 +91,27 @@ for limit in ("1073741824", "max"):
     expect("high-water " in line and "in setup, step 0" in line and "at the cuda:0 peak" in line
            and "; 1 worker process, " in line,
            "report line %r" % line)
-    expect(("cgroup limit 1.00 GiB" in line) == (limit != "max"), "report's cgroup limit %r" % line)
-    shutil.rmtree(out)
+    expect(("cgroup limit " in line) == (limit != "max"), "report's cgroup limit %r" % line)
+    warned = [l for l in text.splitlines() if "host RAM reached" in l]
+    if limit == "314572800":
+        expect(len(warned) == 1 and "of its cgroup's limit" in warned[0] and
+               "    1 worker process held " in text and "num_workers" in text,
+               "the warning against a 300 MiB limit: %r" % text[:2000])
+    elif SLACK:
+        expect(not warned, "no warning under a limit far above the load: %r" % warned)
+p = subprocess.run([os.environ["VT_CLI"], "diff", kept["max"][0], kept["314572800"][0]],
+                   capture_output=True, text=True, env=dict(os.environ, COLUMNS="200"))
+rows = [l.split()[:2] for l in p.stdout.splitlines() if l.startswith("  RAM high-water")]
+expect(p.returncode == 0 and "\nhost " in p.stdout and rows == [["RAM", "high-water"]] and
+       "  workers at most" in p.stdout, "diff's host block: %s %s" % (p.stdout[-800:], p.stderr))
+p = subprocess.run([os.environ["VT_CLI"], "diff", "--json", kept["max"][0], kept["314572800"][0]],
+                   capture_output=True, text=True)
+d = json.loads(p.stdout) if p.returncode == 0 else {}
+expect(d.get("host_ram", {}).get("a", {}).get("high_water_bytes") ==
+       kept["max"][1]["high_water_bytes"] and
+       d["host_ram"]["b"]["cgroup_limit_bytes"] == 314572800, "diff --json host_ram")
+for path, _ in kept.values():
+    shutil.rmtree(os.path.dirname(path))
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)
