@@ -1,6 +1,7 @@
 /* Cost of a cudaMallocAsync + cudaFreeAsync pair over the stand-in, per thread count, with the
- * allocation made under a call chain of a given depth (so stack capture has frames to walk).
- * Prints "threads=T depth=D ns_per_pair=X". */
+ * allocation made under a call chain of a given depth (so stack capture has frames to walk),
+ * with LIVE allocations of 512 bytes kept live meanwhile (made first: the ramp is timed too).
+ * Prints "threads=T depth=D live=L ramp_ns_per_alloc=R ns_per_pair=X". */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,10 +47,18 @@ int main(int argc, char **argv)
         chain = atoi(argv[2]);
     if (argc > 3)
         pairs = atoi(argv[3]);
-    if (threads < 1 || threads > 64 || chain < 0 || pairs < 1) {
-        fprintf(stderr, "usage: alloc_pair [THREADS [CHAIN_DEPTH [PAIRS]]]\n");
+    long live = argc > 4 ? atol(argv[4]) : 0;
+    if (threads < 1 || threads > 64 || chain < 0 || pairs < 1 || live < 0) {
+        fprintf(stderr, "usage: alloc_pair [THREADS [CHAIN_DEPTH [PAIRS [LIVE]]]]\n");
         return 2;
     }
+    double r0 = now();
+    for (long i = 0; i < live; i++) {
+        void *p;
+        if (cudaMalloc(&p, 512) != cudaSuccess)
+            return 1;
+    }
+    double ramp = now() - r0;
     worker(NULL); /* warm-up: first-call resolution, table growth */
     pthread_t th[64];
     double t0 = now();
@@ -62,7 +71,8 @@ int main(int argc, char **argv)
         bad |= rc != NULL;
     }
     double t1 = now();
-    printf("threads=%d depth=%d ns_per_pair=%.1f\n", threads, chain,
+    printf("threads=%d depth=%d live=%ld ramp_ns_per_alloc=%.1f ns_per_pair=%.1f\n", threads,
+           chain, live, live ? ramp * 1e9 / (double)live : 0.0,
            (t1 - t0) * 1e9 / ((double)pairs * threads));
     return bad;
 }

@@ -5,6 +5,7 @@
  * main nor at exit. Always outside the state lock, on a thread that just made a CUDA call or a
  * phase mark. */
 #include <cuda.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -105,6 +106,13 @@ static int read_pools(int device, uint64_t sum[4])
     return got ? 0 : -1;
 }
 
+static int rss_due(void)
+{
+    static _Atomic double last;
+    double now = vt_mono_seconds(), was = atomic_load(&last);
+    return now - was >= PEAK_SAMPLE_GAP_S && atomic_compare_exchange_strong(&last, &was, now);
+}
+
 /* Lock held. The workers alive now: each one's highest and latest PSS, and their sum; those
  * that exited keep their figures (sum_last counts only the living). left_out: the most workers
  * one reading could not keep. */
@@ -146,7 +154,9 @@ static void sample(int device, uint8_t reason)
     int64_t free_bytes, total_bytes;
     int capture = vt_capture_relax();
     int have_info = vt_query_meminfo(&free_bytes, &total_bytes) == 0;
-    int64_t rss = vt_hostram_rss();
+    /* A ramp of new peaks samples every allocation: the resident size is read at most once a
+     * millisecond there (a /proc read costs a few microseconds), always at phases and failures. */
+    int64_t rss = reason != VT_SAMPLE_PEAK || rss_due() ? vt_hostram_rss() : -1;
     int pids[VT_MAX_WORKERS];
     int64_t pss[VT_MAX_WORKERS];
     int nworkers = vt_hostram_workers(pids, pss, VT_MAX_WORKERS);
@@ -181,11 +191,12 @@ static void sample(int device, uint8_t reason)
     d->last_used = total_bytes - free_bytes;
     if (nworkers >= 0)
         note_workers(pids, pss, nworkers);
-    d->last_rss = rss;
+    if (rss >= 0)
+        d->last_rss = rss;
     d->last_workers = vt_state.workers.n ? vt_state.workers.sum_last : -1;
     if (s.seq == d->peak_seq) {
         d->used_at_peak = d->last_used;
-        d->rss_at_peak = rss;
+        d->rss_at_peak = d->last_rss;
         d->workers_at_peak = d->last_workers;
     }
     if (rss > vt_state.ram.bytes)
