@@ -75,14 +75,3 @@ const char *vt_category_label(vt_category c)
 {
     return labels[c];
 }
-
-vt_category vt_category_of(const vt_snapshot *snap, const vt_alloc *a, bool native)
-{
-    /* Labels covering at least half of it decide (the bill itself splits by byte). */
-    for (int c = 0; a->labelled && c < VT_NLABELLED; c++)
-        if (2 * a->labelled[c] >= a->size)
-            return (vt_category)c;
-    /* Native mode sees segments shared by every category: nothing to classify. */
-    return native ? VT_CAT_UNATTRIBUTED_PERSISTENT
-                  : vt_classify(a, snap->phase_markers, snap->steps);
-}

@@ -97,6 +97,31 @@ static int site_evidence(vt_snapshot *snap, int32_t site, bool *workspace, vt_er
     return 0;
 }
 
+/* Whether a's stack names a library workspace (or, without a stack, its size does). */
+static int is_workspace(vt_snapshot *snap, const vt_alloc *a, bool *ws, vt_err *err)
+{
+    if (site_evidence(snap, a->site, ws, err))
+        return -1;
+    *ws |= a->site < 0 && a->before_window && a->size == cublas_default_workspace;
+    return 0;
+}
+
+int vt_category_of(vt_snapshot *snap, const vt_alloc *a, bool native, vt_category *out, vt_err *err)
+{
+    for (int c = 0; a->labelled && c < VT_NLABELLED; c++)
+        if (2 * a->labelled[c] >= a->size) {
+            *out = (vt_category)c;
+            return 0;
+        }
+    bool ws = false;
+    if (!native && is_workspace(snap, a, &ws, err))
+        return -1;
+    *out = native ? VT_CAT_UNATTRIBUTED_PERSISTENT
+           : ws   ? VT_CAT_TEMPORARY
+                  : vt_classify(a, snap->phase_markers, snap->steps);
+    return 0;
+}
+
 int vt_split_alloc(vt_snapshot *snap, const vt_alloc *a, bool native,
                    int64_t bytes[VT_NCATS][VT_NEVIDENCE], int64_t *workspace, vt_err *err)
 {
@@ -112,9 +137,8 @@ int vt_split_alloc(vt_snapshot *snap, const vt_alloc *a, bool native,
         return 0;
     }
     bool ws;
-    if (site_evidence(snap, a->site, &ws, err))
+    if (is_workspace(snap, a, &ws, err))
         return -1;
-    ws |= a->site < 0 && a->before_window && a->size == cublas_default_workspace;
     if (ws) {
         bytes[VT_CAT_TEMPORARY][VT_EV_STACK] += rest;
         *workspace += rest;

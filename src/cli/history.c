@@ -58,7 +58,7 @@ static void flush(vt_series *s, run *r)
     r->n = 0;
 }
 
-int vt_series_build(const vt_snapshot *snap, const vt_window *win, int device, bool native,
+int vt_series_build(vt_snapshot *snap, const vt_window *win, int device, bool native,
                     size_t max_points, vt_series *out, vt_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -69,8 +69,12 @@ int vt_series_build(const vt_snapshot *snap, const vt_window *win, int device, b
     for (size_t i = 0; i < snap->nhallocs; i++) {
         const vt_alloc *a = snap->hallocs[i];
         if (a->device == device && a->birth_seq >= 0 && a->birth_seq < win->start_seq &&
-            (a->alive_at_end || a->death_seq < 0 || a->death_seq >= win->start_seq))
-            cur.cat[vt_category_of(snap, a, native)] += a->size;
+            (a->alive_at_end || a->death_seq < 0 || a->death_seq >= win->start_seq)) {
+            vt_category c;
+            if (vt_category_of(snap, a, native, &c, err))
+                return -1;
+            cur.cat[c] += a->size;
+        }
     }
     for (size_t i = win->first; i < win->first + win->n; i++)
         out->nevents += snap->hallocs[snap->hevents[i].alloc]->device == device;
@@ -92,7 +96,12 @@ int vt_series_build(const vt_snapshot *snap, const vt_window *win, int device, b
         const vt_alloc *a = snap->hallocs[e->alloc];
         if (a->device != device)
             continue;
-        vt_category c = vt_category_of(snap, a, native);
+        vt_category c;
+        if (vt_category_of(snap, a, native, &c, err)) {
+            free(out->pts);
+            out->pts = NULL;
+            return -1;
+        }
         cur.cat[c] += e->bytes;
         cur.t = e->t;
         if (cur.cat[c] < 0)

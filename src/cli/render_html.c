@@ -77,7 +77,7 @@ static void node_free(node *n)
 
 /* The allocations listed for the device (live at its peak, or at the failure) by stack,
  * outermost frame at the top. */
-static json_t *flame_json(const vt_snapshot *s, const vt_bill *bill, vt_err *err)
+static json_t *flame_json(vt_snapshot *s, const vt_bill *bill, vt_err *err)
 {
     char name[1024];
     node *root = calloc(1, sizeof *root);
@@ -92,7 +92,11 @@ static json_t *flame_json(const vt_snapshot *s, const vt_bill *bill, vt_err *err
         const vt_alloc *a = &s->allocs[i];
         if (a->device != bill->dev->device)
             continue;
-        vt_category c = vt_category_of(s, a, bill->native);
+        vt_category c;
+        if (vt_category_of(s, a, bill->native, &c, err)) {
+            node_free(root);
+            return NULL;
+        }
         node *n = root;
         add_bytes(n, c, a->size);
         const vt_site *site = a->site >= 0 ? &s->sites[a->site] : NULL;

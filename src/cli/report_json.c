@@ -33,7 +33,11 @@ json_t *vt_peak_json(const vt_device *d)
 
 json_t *vt_categories_json(const vt_bill *bill)
 {
-    if (bill->native)
+    /* native mode has categories only where labels split the segments */
+    bool labelled = false;
+    for (int i = 0; i < VT_CAT_UNATTRIBUTED_PERSISTENT; i++)
+        labelled |= bill->cat_bytes[i] > 0;
+    if (bill->native && !labelled)
         return json_null();
     json_t *c = json_object();
     for (int i = 0; i < VT_CAT_UNATTRIBUTED_PERSISTENT; i++)

@@ -254,10 +254,6 @@ typedef enum {
 } vt_category;
 
 vt_category vt_classify(const vt_alloc *a, bool phase_markers, int64_t final_steps);
-/* One category for a, for the views that show one per allocation (history, the HTML page): the
- * label covering at least half of it, else vt_classify, or in native mode (segments shared by
- * every category) unattributed. The bill splits by byte instead (vt_split_alloc). */
-vt_category vt_category_of(const vt_snapshot *snap, const vt_alloc *a, bool native);
 /* key as in --json ("optimizer_state"), label for people ("optimizer state") */
 const char *vt_category_key(vt_category c);
 const char *vt_category_label(vt_category c);
@@ -273,6 +269,13 @@ const char *vt_evidence_key(vt_evidence e);
 /* Splits allocation a's bytes into bytes[category][evidence] (added to); *workspace gets the
  * bytes that the stack names as a library workspace. In native mode what no label covers is
  * unattributed (a segment holds every category). -1 with err when a site cannot be read. */
+/* One category for a, for the views that show one per allocation (history, the HTML page, the
+ * trace export), by the bill's precedence: the label covering at least half of it, else a
+ * library workspace named by its stack, else vt_classify; in native mode (segments shared by
+ * every category) what no label decides is unattributed. The bill splits by byte instead
+ * (vt_split_alloc). -1 with err when a site cannot be read. */
+int vt_category_of(vt_snapshot *snap, const vt_alloc *a, bool native, vt_category *out,
+                   vt_err *err);
 int vt_split_alloc(vt_snapshot *snap, const vt_alloc *a, bool native,
                    int64_t bytes[VT_NCATS][VT_NEVIDENCE], int64_t *workspace, vt_err *err);
 
@@ -338,7 +341,7 @@ typedef struct {
     size_t peak_pt; /* the first point holding the window's most bytes */
 } vt_series;
 
-int vt_series_build(const vt_snapshot *snap, const vt_window *win, int device, bool native,
+int vt_series_build(vt_snapshot *snap, const vt_window *win, int device, bool native,
                     size_t max_points, vt_series *out, vt_err *err);
 void vt_series_free(vt_series *s);
 

@@ -52,6 +52,20 @@ def main():
                   "MiB\n" in text,
               f"the report shows the library workspaces:\n{text}")
 
+        # the curves of the trace export (and of `vramtap view`, drawn from the same series)
+        # follow the bill's evidence: after the window's activation and temporary are freed,
+        # what stays is billed as at the peak, workspaces as temporary
+        trace = tmp + "/evidence.trace.json"
+        r = run(["export", "--perfetto", "-o", trace, out])
+        if check(r.returncode == 0, f"export exit {r.returncode}: {r.stderr}"):
+            with open(trace) as f:
+                events = json.load(f)["traceEvents"]
+            last = max((e for e in events if e.get("ph") == "C"), key=lambda e: e["ts"])["args"]
+            end = dict(want, activations=0, temporary=ws, unattributed_persistent=0,
+                       unattributed_transient=0)
+            del end["unattributed"]
+            check(last == end, f"the export's last counter {last}, expected {end}")
+
         # PyTorch's own labels of a memory timeline reach report, --json and diff
         snap, p = import_file(fixture("memory_timeline.raw.json"), tmp)
         if not check(p.returncode == 0, f"timeline import exit {p.returncode}: {p.stderr}"):

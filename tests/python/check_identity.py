@@ -3,7 +3,7 @@ holds `vramtap report --json` to the workload's own account: every category to t
 evidence that decided each byte (identity for what the hooks labelled, timing for the rest),
 the run record field by field, and `report --record`'s Markdown.
 
-    check_identity.py flat|none|accum
+    check_identity.py flat|none|accum|main_grad|native
 """
 
 import glob
@@ -22,7 +22,8 @@ tmp = tempfile.mkdtemp(prefix="vt-py-")
 expect_path = os.path.join(tmp, "expect.json")
 out = os.path.join(tmp, "out")
 env = clean_env(STANDIN_HOST_BACKED="1", STANDIN_CAPACITY=str(1 << 30))
-p = subprocess.run([CLI, "run", "--out", out, "--", PYTHON,
+mode = ["--mode", "native"] if variant == "native" else []
+p = subprocess.run([CLI, "run", "--out", out] + mode + ["--", PYTHON,
                     os.path.join(HERE, "identity_workload.py"), variant, expect_path],
                    env=env, capture_output=True, text=True, timeout=300)
 snaps = sorted(glob.glob(os.path.join(out, "vramtap.*.json")))

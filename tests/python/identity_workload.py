@@ -8,7 +8,10 @@ run` by check_identity.py.
 VARIANT: flat (a flat gradient buffer with per-parameter views, plus a tail the program uses
 for nothing), none (zero_grad(set_to_none=True): gradients are made again after each backward,
 between phases; activation checkpointing), accum (the flat buffer, two micro-batches per step,
-bfloat16 autocast).
+bfloat16 autocast), main_grad (Megatron-style: the flat buffer's views are each parameter's
+`main_grad`, into which the program adds the host `.grad` after backward), native (run with
+`--mode native`: parameters, gradient buffer and moments are carved out of one allocation, as
+a caching allocator's segment holds tensors; the labels split it and the rest is unattributed).
 
 By timing alone, everything made in setup would be parameters and the re-made gradients
 activations: only the identity evidence the hooks give makes the bill right. The script writes
@@ -43,12 +46,24 @@ def device_alloc(size):
     return p.value
 
 
+SEGMENT = 1 << 20  # native: the one allocation every tensor made up front is carved from
+segment = {"base": device_alloc(SEGMENT), "used": 0} if VARIANT == "native" else None
+
+
 def device_tensor(like, extra=0):
-    """A copy of `like` in stand-in device memory, freed when the last tensor on it dies."""
+    """A copy of `like` in stand-in device memory, freed when the last tensor on it dies; in
+    the native variant a piece of the segment (512-byte aligned), which stays."""
     nbytes = like.numel() * like.element_size()
-    ptr = device_alloc(nbytes + extra)
+    if segment:
+        ptr = segment["base"] + segment["used"]
+        segment["used"] += (nbytes + extra + 511) // 512 * 512
+        if segment["used"] > SEGMENT:
+            sys.exit("the segment is too small")
+    else:
+        ptr = device_alloc(nbytes + extra)
     buf = (ctypes.c_char * nbytes).from_address(ptr)
-    weakref.finalize(buf, rt.cudaFree, ctypes.c_void_p(ptr))
+    if not segment:
+        weakref.finalize(buf, rt.cudaFree, ctypes.c_void_p(ptr))
     t = torch.frombuffer(buf, dtype=like.dtype).view(like.shape)
     t.copy_(like)
     return t
@@ -85,7 +100,11 @@ if VARIANT != "none":
     flat = device_tensor(torch.zeros(grad_bytes // 4), extra=TAIL)
     offset = 0
     for p in trainable:
-        p.grad = flat[offset:offset + p.numel()].view_as(p)
+        view = flat[offset:offset + p.numel()].view_as(p)
+        if VARIANT == "main_grad":
+            p.main_grad = view
+        else:
+            p.grad = view
         offset += p.numel()
 
 opt = torch.optim.Adam(trainable, lr=0.01)
@@ -108,6 +127,10 @@ for step in range(STEPS):
     if VARIANT == "none":
         for p in trainable:  # gradients re-made in device memory, between phases
             p.grad = device_tensor(p.grad)
+    elif VARIANT == "main_grad":
+        for p in trainable:  # the host gradient goes into the fp32 buffer, then away
+            p.main_grad.add_(p.grad)
+            p.grad = p.main_grad.clone()
     else:
         views_kept &= all(p.grad._storage().data_ptr() == flat._storage().data_ptr()
                           for p in trainable)
@@ -115,12 +138,20 @@ for step in range(STEPS):
         ptr = device_alloc(PEAK)  # the peak: a temporary between phases
         rt.cudaFree(ctypes.c_void_p(ptr))
     opt.step()
-    opt.zero_grad(set_to_none=VARIANT == "none")
+    opt.zero_grad(set_to_none=VARIANT in ("none", "main_grad"))
+    if VARIANT == "main_grad":
+        for p in trainable:
+            p.main_grad.zero_()
 
 if not views_kept:
     sys.exit("backward did not accumulate into the flat buffer's views")
 
 tail_bytes = TAIL if VARIANT != "none" else 0
+if VARIANT == "native":  # the segment's bytes no label covers, and the peak's temporary
+    unattributed = SEGMENT - param_bytes - grad_bytes - 2 * grad_bytes + PEAK
+    param_evidence, tail_bytes = param_bytes, 0
+else:
+    unattributed, param_evidence = 0, param_bytes
 settings = ["%s=%s" % (k, opt.defaults[k])
             for k in ("momentum", "amsgrad", "foreach", "fused", "capturable", "centered",
                       "differentiable", "decoupled_weight_decay") if k in opt.defaults]
@@ -130,15 +161,15 @@ expect = {
         "gradients": grad_bytes,
         "optimizer_state": 2 * grad_bytes,
         "activations": 0,
-        "temporary": PEAK,
-        "unattributed": 0,
+        "temporary": 0 if VARIANT == "native" else PEAK,
+        "unattributed": unattributed,
     },
     "evidence": {
-        "parameters": {"identity": param_bytes, "stack": 0, "timing": tail_bytes},
+        "parameters": {"identity": param_evidence, "stack": 0, "timing": tail_bytes},
         "gradients": {"identity": grad_bytes, "stack": 0, "timing": 0},
         "optimizer_state": {"identity": 2 * grad_bytes, "stack": 0, "timing": 0},
         "activations": {"identity": 0, "stack": 0, "timing": 0},
-        "temporary": {"identity": 0, "stack": 0, "timing": PEAK},
+        "temporary": {"identity": 0, "stack": 0, "timing": 0 if VARIANT == "native" else PEAK},
     },
     "record": {
         "framework": "pytorch " + torch.__version__,

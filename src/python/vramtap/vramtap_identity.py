@@ -21,12 +21,20 @@ they change.
 
 import ctypes
 import functools
+import operator
 import sys
 import threading
 import weakref
 
 _CATEGORIES = (b"parameters", b"gradients", b"optimizer_state")
 _PARAMETERS, _GRADIENTS, _STATE = range(3)
+_grad = operator.attrgetter("grad")
+
+
+def _main_grad(p):
+    return p.__dict__.get("main_grad")
+
+
 # Optimizer settings that change how much memory its state takes.
 _MEMORY_SETTINGS = ("momentum", "amsgrad", "foreach", "fused", "capturable", "centered",
                     "differentiable", "decoupled_weight_decay")
@@ -64,7 +72,7 @@ _backwards_since_step = 0
 _backward_depth = 0
 # Parameters and buffers are looked for in full this often (in refreshes), or when stale.
 FULL_EVERY = 16
-_module_tensors, _params, _stale, _refreshes = [], [], True, 0
+_module_tensors, _params, _main_grad_params, _stale, _refreshes = [], [], [], True, 0
 
 
 def _guarded(fn):
@@ -105,20 +113,23 @@ def _storage_of(torch):
     return torch.Tensor._storage
 
 
-def _forget(key, ref):
-    if _seen.get(key) is ref:
-        del _seen[key]
+class _Ref(weakref.ref):
+    """A weak reference that knows its tensor's id: one object per tensor seen (a partial
+    callback would make two, and more for the garbage collector to walk)."""
+    __slots__ = ("key",)
+
+
+def _forget(ref):
+    if _seen.get(ref.key) is ref:
+        del _seen[ref.key]
 
 
 def _unseen(tensors):
-    """Those of `tensors` whose storage the library does not have yet."""
-    get = _seen.get
-    out = []
-    for t in tensors:
-        ref = get(id(t))
-        if ref is None or ref() is not t:
-            out.append(t)
-    return out
+    """Those of `tensors` whose storage the library does not have yet. An id in _seen is a
+    tensor still alive: its weak reference's callback drops the id before the id can be
+    reused."""
+    seen = _seen
+    return [t for t in tensors if id(t) not in seen]
 
 
 def _ranges(tensors):
@@ -128,8 +139,9 @@ def _ranges(tensors):
         try:
             storage = _storage(t)
             out.append((storage.data_ptr(), storage.nbytes()))
-            key = id(t)
-            _seen[key] = weakref.ref(t, functools.partial(_forget, key))
+            ref = _Ref(t, _forget)
+            ref.key = id(t)
+            _seen[ref.key] = ref
         except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
             continue
     return out
@@ -144,24 +156,27 @@ def _tensors_in(value, torch, out, depth=0):
     elif depth < 4 and isinstance(value, (list, tuple)):
         for v in value:
             _tensors_in(v, torch, out, depth + 1)
+    return out
 
 
-def _state_tensors(state, torch, out):
+def _new_state_tensors(state, torch, out):
+    """The tensors of one optimizer's state not seen yet. The usual shape, parameter -> dict of
+    name -> tensor or number, is walked in one comprehension: this runs at every step."""
+    seen = _seen
+    values = [v for per_param in state.values()
+              for v in (per_param.values() if type(per_param) is dict else (per_param,))
+              if id(v) not in seen]
     Tensor = torch.Tensor
-    for per_param in state.values():
-        if type(per_param) is not dict:
-            _tensors_in(per_param, torch, out, 1)
-            continue
-        for v in per_param.values():  # the usual shape: name -> tensor or number
-            if isinstance(v, Tensor):
-                out.append(v)
-            elif isinstance(v, (dict, list, tuple)):
-                _tensors_in(v, torch, out, 2)
+    for v in values:
+        if isinstance(v, Tensor):
+            out.append(v)
+        elif isinstance(v, (dict, list, tuple)):
+            out.extend(_unseen(_tensors_in(v, torch, [], 2)))
 
 
 def _look_again():
     """The parameters and buffers of the root modules and the optimizers' parameters."""
-    global _module_tensors, _params, _stale
+    global _module_tensors, _params, _main_grad_params, _stale
     seen, tensors, params = set(), [], []
     for module in list(_roots):
         for p in module.parameters():
@@ -175,14 +190,16 @@ def _look_again():
                 if id(p) not in seen:
                     seen.add(id(p))
                     params.append(p)
+    # Megatron-style fp32 gradient buffers are set up with the model, before its first forward
+    _main_grad_params = [p for p in params if "main_grad" in p.__dict__]
     _module_tensors, _params, _stale = tensors + params, params, False
 
 
 def _refresh():
-    """Hands the library the storage ranges it does not have yet. Parameters and buffers are
-    looked for again after a new root module or optimizer and every FULL_EVERY refreshes;
-    gradients and optimizer state (functional optimizers replace their state each step) at
-    every one."""
+    """Hands the library the storage ranges it does not have yet. Parameters, buffers and
+    which parameters have a ``main_grad`` are looked for again after a new root module or
+    optimizer and every FULL_EVERY refreshes; gradients and optimizer state (functional
+    optimizers replace their state each step) at every one."""
     global _refreshes
     if _storage is None:
         return
@@ -192,20 +209,12 @@ def _refresh():
     if _stale or _refreshes % FULL_EVERY == 0:
         _look_again()
         new[_PARAMETERS] = _unseen(_module_tensors)
-    grads = []
-    for p in _params:
-        g = p.grad
-        if g is not None:
-            grads.append(g)
-        if p.__dict__:
-            g = p.__dict__.get("main_grad")
-            if g is not None:
-                grads.append(g)
-    new[_GRADIENTS] = _unseen(grads)
-    state = []
+    seen = _seen
+    new[_GRADIENTS] = [g for g in map(_grad, _params) if g is not None and id(g) not in seen]
+    new[_GRADIENTS] += [g for g in map(_main_grad, _main_grad_params)
+                        if g is not None and id(g) not in seen]
     for opt in list(_optimizers):
-        _state_tensors(opt.state, torch, state)
-    new[_STATE] = _unseen(state)
+        _new_state_tensors(opt.state, torch, new[_STATE])
     for cat, tensors in zip(_CATEGORIES, new):
         ranges = _ranges(tensors)
         if not ranges:
