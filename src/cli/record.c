@@ -9,13 +9,13 @@
 #include "record.h"
 #include "snapshot_keys.h"
 
-static const char *text_of(json_t *rec, const char *key)
+const char *vt_record_text(json_t *rec, const char *key)
 {
     json_t *v = json_object_get(rec, key);
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static int64_t int_of(json_t *rec, const char *key)
+int64_t vt_record_int(json_t *rec, const char *key)
 {
     json_t *v = json_object_get(rec, key);
     return json_is_integer(v) && json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
@@ -65,15 +65,15 @@ void vt_record_build(const vt_snapshot *s, vt_record *r)
                 d->name && d->total_bytes >= 0 ? ", " : "",
                 d->total_bytes >= 0 ? vt_fmt_bytes(b, d->total_bytes) : "");
     }
-    const char *framework = rec ? text_of(rec, "framework") : NULL;
+    const char *framework = rec ? vt_record_text(rec, "framework") : NULL;
     if (framework)
         add(r, "framework", "framework", "%s", framework);
-    const char *model = rec ? text_of(rec, "model") : NULL;
-    int64_t params = rec ? int_of(rec, "parameters") : -1;
+    const char *model = rec ? vt_record_text(rec, "model") : NULL;
+    int64_t params = rec ? vt_record_int(rec, "parameters") : -1;
     if (model || params >= 0) {
-        int64_t trainable = int_of(rec, "trainable_parameters"),
-                bytes = int_of(rec, "parameter_bytes");
-        const char *dtypes = text_of(rec, "parameter_dtypes");
+        int64_t trainable = vt_record_int(rec, "trainable_parameters"),
+                bytes = vt_record_int(rec, "parameter_bytes");
+        const char *dtypes = vt_record_text(rec, "parameter_dtypes");
         fmt_count(c1, sizeof c1, params);
         fmt_count(c2, sizeof c2, trainable);
         add(r, "model", "model", "%s%s%s parameters%s%s%s%s%s%s%s", model ? model : "",
@@ -91,14 +91,14 @@ void vt_record_build(const vt_snapshot *s, vt_record *r)
         const char *key, *label;
     } ints[] = {{"batch_size", "batch size"}, {"micro_batches", "micro-batches per step"}};
     for (size_t i = 0; rec && i < sizeof ints / sizeof ints[0]; i++)
-        if (int_of(rec, ints[i].key) >= 0)
-            add(r, ints[i].key, ints[i].label, "%" PRId64, int_of(rec, ints[i].key));
+        if (vt_record_int(rec, ints[i].key) >= 0)
+            add(r, ints[i].key, ints[i].label, "%" PRId64, vt_record_int(rec, ints[i].key));
     for (size_t i = 0; rec && i < sizeof texts / sizeof texts[0]; i++) {
-        const char *v = text_of(rec, texts[i].key);
+        const char *v = vt_record_text(rec, texts[i].key);
         if (!v)
             continue;
         const char *dtype =
-            strcmp(texts[i].key, "input_shape") ? NULL : text_of(rec, "input_dtype");
+            strcmp(texts[i].key, "input_shape") ? NULL : vt_record_text(rec, "input_dtype");
         add(r, texts[i].key, texts[i].label, "%s%s%s%s", v, dtype ? " (" : "", dtype ? dtype : "",
             dtype ? ")" : "");
     }

@@ -18,6 +18,10 @@ typedef struct {
 } vt_record;
 
 void vt_record_build(const vt_snapshot *s, vt_record *r);
+/* A run_record value: the string (NULL when absent or not a string), the integer (-1 when
+ * absent, negative or not an integer). */
+const char *vt_record_text(json_t *rec, const char *key);
+int64_t vt_record_int(json_t *rec, const char *key);
 /* The value of a row, NULL when the record lacks it. */
 const char *vt_record_get(const vt_record *r, const char *key);
 /* The record at the top of the report (nothing when the run kept none). */

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "record.h"
+#include "theory.h"
 #include "report.h"
 #include "snapshot_keys.h"
 
@@ -214,9 +215,7 @@ static ratio_context context_of(const vt_snapshot *s, const vt_bill *bill)
                          json_integer_value(all) == json_integer_value(tr);
     json_t *opt = json_object_get(rec, "optimizer");
     x.optimizer = json_is_string(opt) ? json_string_value(opt) : NULL;
-    x.sgd_plain = x.optimizer && !strncmp(x.optimizer, "SGD", 3) &&
-                  (strstr(x.optimizer, "momentum=0,") || strstr(x.optimizer, "momentum=0)") ||
-                   strstr(x.optimizer, "momentum=0.0"));
+    x.sgd_plain = vt_optimizer_buffers(x.optimizer) == 0;
     x.by_timing = true;
     for (int c = 0; c < VT_NCATS; c++)
         x.by_timing &= bill->evidence[c][VT_EV_IDENTITY] == 0;
@@ -575,6 +574,27 @@ static void print_checks(FILE *out, const vt_snapshot *s, const vt_bill *bill)
     }
 }
 
+/* The standard rules' figures beside the measured ones, when the run record allows. */
+static void print_theory(FILE *out, const vt_snapshot *s, const vt_bill *bill)
+{
+    vt_theory t;
+    vt_theory_build(s, bill, &t);
+    if (!t.any)
+        return;
+    char m[32], e[32];
+    fprintf(out, "\n  %stheory beside measurement%s  %s\n", vt_on(VT_STYLE_BOLD), vt_off(),
+            t.optimizer_rule[0] ? t.optimizer_rule : "the standard rules for the run record");
+    for (int i = 0; i < VT_THEORY_ROWS; i++) {
+        const vt_theory_row *row = &t.rows[i];
+        if (!row->known)
+            continue;
+        int col =
+            fprintf(out, "    %-16s %11s measured %11s expected  ", vt_category_label(row->cat),
+                    vt_fmt_bytes(m, row->measured), vt_fmt_bytes(e, row->expected));
+        vt_print_wrapped(out, col, col, row->why[0] ? row->why : "as expected");
+    }
+}
+
 void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n)
 {
     char b[32], label[VT_LABEL_MAX];
@@ -722,6 +742,7 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
                                      "an inference run, or the peak came before the first "
                                      "backward");
         }
+        print_theory(out, s, bill);
     }
     print_sites(out, s, bill);
 }

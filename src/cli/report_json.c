@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "record.h"
+#include "theory.h"
 #include "report.h"
 
 static json_t *int_or_null(int64_t v)
@@ -148,6 +149,27 @@ static json_t *phase_peaks_json(const vt_phase_peaks *pp)
     return j;
 }
 
+/* {"parameters": {"expected_bytes", "measured_bytes", "explanation"}, ...} for the rows the
+ * run record allows, or null. */
+static json_t *theory_json(const vt_snapshot *s, const vt_bill *bill)
+{
+    vt_theory t;
+    vt_theory_build(s, bill, &t);
+    if (!t.any)
+        return json_null();
+    json_t *j = json_object();
+    for (int i = 0; i < VT_THEORY_ROWS; i++) {
+        const vt_theory_row *row = &t.rows[i];
+        if (row->known)
+            json_object_set_new(j, vt_category_key(row->cat),
+                                json_pack("{s:I, s:I, s:o}", "expected_bytes",
+                                          (json_int_t)row->expected, "measured_bytes",
+                                          (json_int_t)row->measured, "explanation",
+                                          row->why[0] ? json_string(row->why) : json_null()));
+    }
+    return j;
+}
+
 static json_t *device_json(const vt_snapshot *s, const vt_bill *bill, const vt_phase_peaks *pp)
 {
     const vt_device *d = bill->dev;
@@ -174,6 +196,7 @@ static json_t *device_json(const vt_snapshot *s, const vt_bill *bill, const vt_p
     json_object_set_new(j, "phase_peaks", phase_peaks_json(pp));
     json_object_set_new(j, "evidence", evidence_json(bill));
     json_object_set_new(j, "library_workspace_bytes", json_integer(bill->workspace_bytes));
+    json_object_set_new(j, "theory", theory_json(s, bill));
     json_t *pytorch = vt_pytorch_categories_json(s, d->device);
     if (pytorch)
         json_object_set_new(j, "pytorch_categories", pytorch);

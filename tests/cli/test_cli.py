@@ -482,6 +482,35 @@ def case_record():
             check = out[out.index("  checks"):out.index("  top sites")]
             eq("frozen" in check, False, "all parameters trainable: frozen ones are no cause")
 
+        # theory beside measurement: the rules per optimizer and setting, from the record
+        base = {"parameters": 1000, "trainable_parameters": 1000, "parameter_bytes": 4000,
+                "parameter_dtypes": "float32"}
+        for record, rows in (
+                ({"optimizer": "SGD (momentum=0, nesterov=False)"}, (4000, 4000, 0)),
+                ({"optimizer": "SGD (momentum=0.9, nesterov=False)"}, (4000, 4000, 4000)),
+                ({"optimizer": "AdamW (amsgrad=True)"}, (4000, 4000, 12000)),
+                ({"optimizer": "RMSprop (momentum=0, centered=True)"}, (4000, 4000, 8000)),
+                ({"optimizer": "Adam (amsgrad=False); SGD (momentum=0)"}, (4000, 4000, None)),
+                ({"optimizer": "LBFGS"}, (4000, 4000, None)),
+                ({"optimizer": "momentum=0.9"}, (4000, 4000, None)),
+                ({"optimizer": "Adam (amsgrad=False)", "trainable_parameters": 500,
+                  "parameter_dtypes": "bfloat16", "parameter_bytes": 2000, "buffer_bytes": 48},
+                 (2048, 1000, 2000)),
+                ({"optimizer": "Adam (amsgrad=False)", "trainable_parameter_bytes": 1200,
+                  "trainable_parameters": 600, "parameter_dtypes": "float32, bfloat16"},
+                 (4000, 1200, 2400))):
+            doc["run_record"] = dict(base, **record)
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            theory = report(path)["devices"][0]["theory"]
+            got = tuple(theory[k]["expected_bytes"] if k in theory else None
+                        for k in ("parameters", "gradients", "optimizer_state"))
+            eq(got, rows, "theory from %s" % record)
+        doc["run_record"] = {"optimizer": "Adam (amsgrad=False)"}
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        eq(report(path)["devices"][0]["theory"], None, "no theory without parameter figures")
+
         dev = report(d("labelled.json"))["devices"][0]
         eq(dev["categories"], cats(parameters=128, gradients=256, optimizer_state=128, activations=512),
            "labels split, overlapping bytes counted once")

@@ -44,6 +44,28 @@ check(dev["categories"] == expect["categories"], "categories to the byte",
       "\n report   %s\n expected %s" % (dev["categories"], expect["categories"]))
 check(dev["evidence"] == expect["evidence"], "evidence of each category",
       "\n report   %s\n expected %s" % (dev["evidence"], expect["evidence"]))
+theory = dev["theory"]
+if expect["theory"] is None:
+    check(theory is None, "no theory in native mode", theory)
+else:
+    figures = {c: {k: v for k, v in row.items() if k != "explanation"}
+               for c, row in (theory or {}).items()}
+    check(figures == expect["theory"], "theory beside measurement",
+          "\n report   %s\n expected %s" % (figures, expect["theory"]))
+    why = theory["parameters"]["explanation"] if theory else None
+    planted = expect["theory"]["parameters"]["measured_bytes"] - \
+        expect["theory"]["parameters"]["expected_bytes"]
+    check(why is None if not planted else why.startswith("+64.00 KiB: ")
+          and why.endswith("(64.00 KiB of it billed by timing)"),
+          "the planted difference explained", why)
+    check(theory and theory["gradients"]["explanation"] is None
+          and theory["optimizer_state"]["explanation"] is None,
+          "gradients and Adam's state as the rules say", theory)
+if expect["theory"] is not None:
+    text = subprocess.run([CLI, "report", snaps[0]], capture_output=True, text=True).stdout
+    check("  theory beside measurement  Adam: 2 buffers per trainable parameter\n" in text
+          and "expected  as expected\n    optimizer state " in text,
+          "the report shows the theory", text)
 check(dev["library_workspace_bytes"] == 0, "no library workspace",
       dev["library_workspace_bytes"])
 check(snap["identity"]["dropped"] == 0, "no label dropped", snap["identity"])

@@ -13,10 +13,10 @@ already reported is not looked at again while it lives (a weak reference tells),
 costs a dictionary look-up per tensor; only new tensors cost a storage look-up and travel to the
 library.
 
-The run record: the root module's class, parameter counts, bytes and dtypes, the optimizers and
-the settings that change their memory, the first input's shape, AMP, activation checkpointing and
-micro-batches per optimizer step, set with ``vramtap_record_text`` / ``vramtap_record_int`` when
-they change.
+The run record: the root module's class, parameter counts, bytes (all, trainable, buffers) and
+dtypes, the optimizers and the settings that change their memory, the first input's shape, AMP,
+activation checkpointing and micro-batches per optimizer step, set with
+``vramtap_record_text`` / ``vramtap_record_int`` when they change.
 """
 
 import ctypes
@@ -240,7 +240,8 @@ def _dtype_name(dtype):
 
 
 def _record_model(torch):
-    seen, total, trainable, nbytes, dtypes, names = set(), 0, 0, 0, [], []
+    seen, total, trainable, nbytes, tbytes, dtypes, names = set(), 0, 0, 0, 0, [], []
+    buffers = {}
     for module in list(_roots):
         params = [p for p in module.parameters() if id(p) not in seen]
         if not params:
@@ -248,17 +249,24 @@ def _record_model(torch):
         names.append(type(module).__name__)
         for p in params:
             seen.add(id(p))
-            total += p.numel()
-            trainable += p.numel() if p.requires_grad else 0
-            nbytes += p.numel() * p.element_size()
+            n = p.numel()
+            total += n
+            nbytes += n * p.element_size()
+            if p.requires_grad:
+                trainable += n
+                tbytes += n * p.element_size()
             name = _dtype_name(p.dtype)
             if name not in dtypes:
                 dtypes.append(name)
+        for b in module.buffers():
+            buffers[id(b)] = b.numel() * b.element_size()
     if names:
         _set("model", ", ".join(names))
         _set("parameters", total)
         _set("trainable_parameters", trainable)
         _set("parameter_bytes", nbytes)
+        _set("trainable_parameter_bytes", tbytes)
+        _set("buffer_bytes", sum(buffers.values()))
         _set("parameter_dtypes", ", ".join(dtypes))
 
 
