@@ -291,11 +291,15 @@ static void choose_modes(void)
         set_env(fw[i].var, fw[i].value);
         if (user && var != fw[i].var)
             set_env(var, fw[i].value);
-        /* JAX would still grab 75% of the card up front. */
-        if (!strcmp(fw[i].framework, "jax") && !getenv("XLA_PYTHON_CLIENT_PREALLOCATE"))
-            set_env("XLA_PYTHON_CLIENT_PREALLOCATE", "false");
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? "," : "",
                  fw[i].var);
+        /* JAX would still grab 75% of the card up front. */
+        const char *pre = getenv("XLA_PYTHON_CLIENT_PREALLOCATE");
+        if (!strcmp(fw[i].framework, "jax") &&
+            (!pre || inherited("XLA_PYTHON_CLIENT_PREALLOCATE", pre, "false"))) {
+            set_env("XLA_PYTHON_CLIENT_PREALLOCATE", "false");
+            strncat(names, ",XLA_PYTHON_CLIENT_PREALLOCATE", sizeof names - strlen(names) - 1);
+        }
         modes[i].mode = "tensor";
         modes[i].reason = user ? "forced" : "default";
     }

@@ -1,8 +1,8 @@
 /* What vramtap tells the user on stderr without being asked: under `vramtap run`, what it
- * changed, once at start; an unusable VRAMTAP_OUT at once, not after the job; at exit, one line
- * per file written, or that nothing was written. Processes that merely inherit the preload
- * (shells, git, compile workers) stay silent unless they allocate: only the process the user
- * started says "nothing seen". VRAMTAP_QUIET=1 silences all of it but the warnings. */
+ * changed for Python frameworks, once at start; an unusable VRAMTAP_OUT at once, not after the job;
+ * at exit, one line per file written, or that nothing was written. Processes that merely inherit
+ * the preload (shells, git, compile workers) stay silent unless they allocate: only the process the
+ * user started says "nothing seen". VRAMTAP_QUIET=1 silences all of it but the warnings. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -74,15 +74,17 @@ static void check_out_dir(void)
            vt_cfg.out_dir);
 }
 
-/* `vramtap run` asks for this once; the variable goes so that programs the command execs do
- * not repeat it. */
+/* `vramtap run` asks for this once. The settings concern Python frameworks only, so the first
+ * Python process says it (the command itself, or one a shell script starts) and the variable
+ * goes so that its own children do not repeat it; any other program stays silent and passes
+ * the ask on (to each Python program it starts: they cannot tell each other). */
 static void say_changes(void)
 {
     const char *ask = getenv("VRAMTAP_ANNOUNCE");
-    if (!ask)
+    if (!ask || !vt_cfg.is_python)
         return;
     unsetenv("VRAMTAP_ANNOUNCE");
-    if (quiet || !is_root())
+    if (quiet)
         return;
     char list[1024] = "";
     size_t used = 0;

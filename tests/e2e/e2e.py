@@ -247,9 +247,10 @@ def signatures():
 
 
 def messages():
-    """Under `vramtap run`: once at start what vramtap changed, at exit the file with its peak
-    and the command that reads it (a relative --out made absolute); nothing with
-    VRAMTAP_QUIET=1."""
+    """Under `vramtap run`: at exit the file with its peak and the command that reads it (a
+    relative --out made absolute); nothing with VRAMTAP_QUIET=1. What vramtap changed for the
+    Python frameworks is said once, by the first Python process (here one a shell starts), and
+    never by a program that is not Python (train_sim)."""
     cwd = tempfile.mkdtemp(prefix="vt-msg-")
     env = {k: v for k, v in ENV.items() if not k.startswith("VRAMTAP_") and k not in (
         "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "XLA_PYTHON_CLIENT_ALLOCATOR",
@@ -270,16 +271,28 @@ def messages():
         if quiet:
             expect(got, [], "VRAMTAP_QUIET=1: lines on stderr")
             continue
-        first = ("vramtap: tensor mode: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, "
-                 "XLA_PYTHON_CLIENT_ALLOCATOR=platform, XLA_PYTHON_CLIENT_PREALLOCATE=false, "
-                 "TF_GPU_ALLOCATOR=cuda_malloc_async so that frameworks allocate per tensor "
-                 "(--mode native keeps their own allocators)" if mode == "tensor" else
-                 "vramtap: allocator settings left as they are (native mode)")
-        want = [first, "vramtap: snapshot written, cuda:0 peak 76.50 MiB in backward of step 1; "
+        want = ["vramtap: snapshot written, cuda:0 peak 76.50 MiB in backward of step 1; "
                 "to read it: vramtap report " + (snaps[0] if snaps else "?")]
-        expect(got, want, "--mode %s: lines on stderr" % mode)
+        expect(got, want, "--mode %s, a program that is not Python: lines on stderr" % mode)
         for f in snaps:
             os.unlink(f)
+    del env["VRAMTAP_QUIET"]
+    tensor = ("vramtap: tensor mode: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, "
+              "XLA_PYTHON_CLIENT_ALLOCATOR=platform, XLA_PYTHON_CLIENT_PREALLOCATE=false, "
+              "TF_GPU_ALLOCATOR=cuda_malloc_async so that frameworks allocate per tensor "
+              "(--mode native keeps their own allocators)")
+    native = "vramtap: allocator settings left as they are (native mode)"
+    # the shell is the process the user started: it says that it allocated nothing (bash: dash
+    # leaves by _exit, past every destructor)
+    py = "/usr/bin/python3 -c pass"
+    for mode, first in (("tensor", tensor), ("native", native)):
+        p = subprocess.run([CLI, "run", "--mode", mode, "--out", "snaps", "--", "bash", "-c",
+                            py + "; true"], env=env, cwd=cwd, capture_output=True, text=True,
+                           timeout=300)
+        got = [l for l in p.stderr.splitlines() if l.startswith("vramtap:")]
+        expect([re.sub(r"\(pid \d+\)", "(pid N)", l) for l in got],
+               [first, "vramtap: no CUDA device allocation seen in bash (pid N): no snapshot written"],
+               "--mode %s, Python started by a shell: lines on stderr" % mode)
 
 
 def build_id(path):
