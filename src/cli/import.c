@@ -96,7 +96,15 @@ static void summary(FILE *out, const vt_replay *rp, const char *dest)
         const vt_when *w = dev->peak_ev == VT_NONE ? NULL : &rp->when[dev->peak_ev];
         fprintf(out, "  device %d: peak %lld bytes (%.1f MiB)", (int)dev->device,
                 (long long)dev->peak, (double)dev->peak / (1 << 20));
-        if (w)
+        /* outside phases is no phase: "setup" and "other" are the report's words for where
+         * such memory was born, not phases the trace ran */
+        if (w && (w->phase == VT_SETUP || w->phase == VT_OTHER) && !rp->ninst)
+            fprintf(out, ", step %lld (the trace has no phases)", (long long)w->step);
+        else if (w && (w->phase == VT_SETUP || w->phase == VT_OTHER))
+            fprintf(out, " %s phase, step %lld",
+                    w->phase == VT_SETUP ? "before the first" : "after the last",
+                    (long long)w->step);
+        else if (w)
             fprintf(out, " in %s, step %lld", vt_phase_name((vt_phase)w->phase),
                     (long long)w->step);
         else

@@ -156,6 +156,10 @@ typedef struct {
     int64_t rank;       /* -1 unknown */
     double start_unix;  /* NAN unknown */
     bool python_stacks; /* the source recorded Python frames */
+    /* what the report must say (the snapshot's import object): */
+    bool times_invented; /* no timestamps: times are the events' order */
+    bool device_unnamed; /* which device (a GPU, or the CPU) is not said */
+    bool misses_memory;  /* memory live in the window may be missing: a lower bound */
 } vt_trace;
 
 int vt_trace_add_ev(vt_trace *tr, const vt_mev *ev, vt_err *err);

@@ -410,6 +410,7 @@ static int say_what_lacks(kctx *k, vt_err *err)
                                 "steps count optimizer steps instead"))
         return -1;
     tr->python_stacks = k->any_python;
+    tr->misses_memory = k->any_nototal;
     return 0;
 }
 

@@ -136,6 +136,8 @@ static int on_record(pctx *p, json_t *rec, vt_err *err)
     }
     if (!strcmp(type, "meta")) {
         tr->python_stacks = json_is_true(json_object_get(rec, "python_stacks"));
+        tr->times_invented = json_is_false(json_object_get(rec, "times_recorded"));
+        tr->misses_memory = json_is_true(json_object_get(rec, "misses_memory"));
         size_t i;
         json_t *s;
         json_array_foreach(

@@ -90,8 +90,9 @@ int vt_read_timeline(const char *path, vt_trace *tr, vt_err *err)
                       "addresses: frees are paired with live allocations of the same "
                       "size and category") ||
         vt_trace_lack(tr, err,
-                      "the device: export_memory_timeline_raw writes one device "
-                      "without naming it; it is shown as device 0"))
+                      "the device: export_memory_timeline_raw writes one device, a GPU "
+                      "or the CPU, without naming it; it is shown as device 0 of unknown kind"))
         return -1;
+    tr->device_unnamed = true;
     return 0;
 }

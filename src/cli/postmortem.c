@@ -145,7 +145,7 @@ void vt_print_postmortem(FILE *out, vt_loaded *l)
     fprintf(out, "\n%sout of memory on cuda:%d%s\n", vt_on(VT_STYLE_BAD), s->oom.device, vt_off());
     print_request(out, s, bill);
     if (bill)
-        vt_print_peak(out, "peak so far", bill->dev);
+        vt_print_peak(out, "peak so far", bill->dev, true);
 
     if (!bill || !bill->dev->listed_count) {
         fputs("\n  nothing vramtap saw was live on the device: the memory is held by the CUDA "

@@ -26,6 +26,7 @@ typedef struct {
     size_t oom_events; /* out-of-memory events of the process, its post-mortems included */
     vt_device dev;     /* the process's heaviest device */
     bool has_device, native, markers;
+    vt_gaps gaps; /* an import's: its times may be invented, its device unnamed */
     vt_category dominant;
     int64_t cat_bytes[VT_NCATS];
     vt_oom request;
@@ -103,6 +104,7 @@ static int summarise(const char *path, const vt_report_opts *o, proc *p, vt_err 
     p->job_id = dup_or_null(s->job_id, &lost);
     p->oom_events = s->noom_events;
     p->markers = s->phase_markers;
+    vt_gaps_of(s, &p->gaps);
     p->request = s->oom;
     p->request.api = p->request.file = NULL; /* they die with the file */
     p->api = s->has_oom ? dup_or_null(s->oom.api, &lost) : NULL;
@@ -263,27 +265,45 @@ static const char *dominant_key(const proc *p)
                                                          : vt_category_key(p->dominant);
 }
 
-/* "rank 3, pid 42" or "pid 42", with " on HOST" when known. */
+/* "rank 3, pid 42" or "pid 42", with " on HOST" when known; the file when the pid is not
+ * (imports). */
 static const char *who(char *buf, size_t len, const proc *p, bool with_host)
 {
     int n = p->rank >= 0 ? snprintf(buf, len, "rank %lld, ", (long long)p->rank) : 0;
-    n += snprintf(buf + n, len - (size_t)n, "pid %lld", (long long)p->pid);
+    if (p->pid >= 0)
+        n += snprintf(buf + n, len - (size_t)n, "pid %lld", (long long)p->pid);
+    else
+        n += snprintf(buf + n, len - (size_t)n, "%s", p->path);
     if (with_host && p->host)
         snprintf(buf + n, len - (size_t)n, " on %s", p->host);
     return buf;
 }
 
-static void print_row(FILE *out, const proc *p)
+/* "cuda:0", or "device 0" when an import does not say which (a GPU or the CPU) */
+static const char *device_name(char *buf, size_t len, const proc *p)
 {
-    char b[32], when[64], moment[48], rank[24] = "-", local[24] = "-", dev[24] = "-", cat[64] = "-";
+    snprintf(buf, len, "%s%d", p->gaps.device_unnamed ? "device " : "cuda:", p->dev.device);
+    return buf;
+}
+
+/* by_file: some rows have no pid (imports), so each row ends with its file; devw: the device
+ * column's width */
+static void print_row(FILE *out, const proc *p, bool by_file, int devw)
+{
+    char b[32], when[64], moment[48], rank[24] = "-", local[24] = "-", pid[24] = "-", dev[24] = "-",
+                                      cat[64] = "-";
     if (p->rank >= 0)
         snprintf(rank, sizeof rank, "%lld", (long long)p->rank);
     if (p->local_rank >= 0)
         snprintf(local, sizeof local, "%lld", (long long)p->local_rank);
+    if (p->pid >= 0)
+        snprintf(pid, sizeof pid, "%lld", (long long)p->pid);
     if (p->has_device)
-        snprintf(dev, sizeof dev, "cuda:%d", p->dev.device);
-    snprintf(when, sizeof when, "%s, %.2f s",
-             vt_fmt_when(moment, p->dev.peak_phase, p->dev.peak_step), p->dev.peak_time_s);
+        device_name(dev, sizeof dev, p);
+    int n =
+        snprintf(when, sizeof when, "%s", vt_fmt_when(moment, p->dev.peak_phase, p->dev.peak_step));
+    if (!p->gaps.times_invented)
+        snprintf(when + n, sizeof when - (size_t)n, ", %.2f s", p->dev.peak_time_s);
     if (p->has_device && p->dev.listed_bytes && p->native)
         snprintf(cat, sizeof cat, "(native mode: segments)");
     else if (p->has_device && p->dev.listed_bytes)
@@ -291,9 +311,12 @@ static void print_row(FILE *out, const proc *p)
                  p->dominant == VT_CAT_UNATTRIBUTED_PERSISTENT ? "unattributed"
                                                                : vt_category_label(p->dominant),
                  100.0 * (double)dominant_bytes(p) / (double)p->dev.listed_bytes);
-    fprintf(out, "  %5s %5s %8lld %7s %12s  %-28s %-24s %s\n", rank, local, (long long)p->pid, dev,
-            vt_fmt_bytes(b, p->dev.peak_bytes), p->has_device ? when : "-", cat,
-            p->oom_events ? "yes" : "-");
+    fprintf(out, "  %5s %5s %8s %*s %12s  %-28s %-24s ", rank, local, pid, devw, dev,
+            vt_fmt_bytes(b, p->dev.peak_bytes), p->has_device ? when : "-", cat);
+    if (by_file)
+        fprintf(out, "%-3s  %s\n", p->oom_events ? "yes" : "-", p->path);
+    else
+        fprintf(out, "%s\n", p->oom_events ? "yes" : "-");
 }
 
 /* "3, 5-9, 12" */
@@ -317,6 +340,13 @@ static void print_human(FILE *out, const summary *s)
     for (size_t i = 0; i < s->nexit; i++)
         nodes += !i || strcmp_null(ps[i].host, ps[i - 1].host);
     char b[32];
+    bool by_file = false;
+    int devw = 7; /* "device 0" of an import that does not say which takes 8 */
+    for (size_t i = 0; i < s->nexit; i++) {
+        by_file |= ps[i].pid < 0;
+        if (ps[i].gaps.device_unnamed)
+            devw = 8;
+    }
     fprintf(out, "%svramtap report%s  %zu process%s on %zu node%s\n", vt_on(VT_STYLE_BOLD),
             vt_off(), s->nexit, s->nexit == 1 ? "" : "es", nodes, nodes == 1 ? "" : "s");
     for (size_t i = 0; i < s->nexit; i++) {
@@ -327,17 +357,17 @@ static void print_human(FILE *out, const summary *s)
             fprintf(out, "\n%s%s%s  %zu process%s\n", vt_on(VT_STYLE_BOLD),
                     ps[i].host ? ps[i].host : "host not recorded", vt_off(), k - i,
                     k - i == 1 ? "" : "es");
-            fprintf(out, "  %5s %5s %8s %7s %12s  %-28s %-24s %s\n", "rank", "local", "pid",
-                    "device", "peak", "when", "largest category", "oom");
+            fprintf(out, "  %5s %5s %8s %*s %12s  %-28s %-24s %s\n", "rank", "local", "pid", devw,
+                    "device", "peak", "when", "largest category", by_file ? "oom  file" : "oom");
         }
-        print_row(out, &ps[i]);
+        print_row(out, &ps[i], by_file, devw);
     }
     if (s->nexit > 1) {
         const proc *h = &ps[s->heavy], *lt = &ps[s->light];
-        char w[320], lo[32], d[32];
-        fprintf(out, "\n  heaviest  %s%s%s: %s on cuda:%d\n", vt_on(VT_STYLE_BOLD),
+        char w[320], lo[32], d[32], dev[24];
+        fprintf(out, "\n  heaviest  %s%s%s: %s on %s\n", vt_on(VT_STYLE_BOLD),
                 who(w, sizeof w, h, true), vt_off(), vt_fmt_bytes(b, h->dev.peak_bytes),
-                h->dev.device);
+                device_name(dev, sizeof dev, h));
         int64_t spread = h->dev.peak_bytes - lt->dev.peak_bytes;
         fprintf(out, "  spread    %s to %s: %s", vt_fmt_bytes(lo, lt->dev.peak_bytes),
                 vt_fmt_bytes(b, h->dev.peak_bytes), vt_fmt_bytes(d, spread));

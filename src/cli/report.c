@@ -365,7 +365,7 @@ static void print_host_ram(FILE *out, const vt_snapshot *s)
     print_host_ram_advice(out, s);
 }
 
-static void print_run(FILE *out, const vt_snapshot *s)
+static void print_run(FILE *out, const vt_snapshot *s, const vt_gaps *g)
 {
     char b[32];
     fprintf(out, "%svramtap report%s  %s%s\n", vt_on(VT_STYLE_BOLD), vt_off(), s->path,
@@ -379,7 +379,7 @@ static void print_run(FILE *out, const vt_snapshot *s)
         fputc('\n', out);
     }
     fputs("  run      ", out);
-    if (!isnan(s->end_time_s))
+    if (!isnan(s->end_time_s) && !g->times_invented)
         fprintf(out, " %.2f s,", s->end_time_s);
     fprintf(out, " %lld step%s", (long long)s->steps, s->steps == 1 ? "" : "s");
     if (s->pid >= 0)
@@ -403,6 +403,7 @@ static void print_run(FILE *out, const vt_snapshot *s)
                 "  note: %lld frees of memory vramtap never saw allocated (made before it was "
                 "loaded, or through an API it does not hook) were ignored\n",
                 (long long)s->unknown_frees);
+    vt_print_gaps(out, s);
 }
 
 static void print_mode_notes(FILE *out, const vt_loaded *l)
@@ -646,10 +647,14 @@ static void print_segments(FILE *out, const vt_bill *bill)
             bill->dev->listed_count == 1 ? "" : "s");
 }
 
-void vt_print_device_title(FILE *out, const vt_device *d)
+void vt_print_device_title(FILE *out, const vt_device *d, bool unnamed)
 {
     char b[32];
-    fprintf(out, "\n%scuda:%d%s", vt_on(VT_STYLE_BOLD), d->device, vt_off());
+    if (unnamed)
+        fprintf(out, "\n%sdevice %d%s  (a GPU or the CPU: the trace does not say)",
+                vt_on(VT_STYLE_BOLD), d->device, vt_off());
+    else
+        fprintf(out, "\n%scuda:%d%s", vt_on(VT_STYLE_BOLD), d->device, vt_off());
     if (d->name)
         fprintf(out, "  %s", d->name);
     if (d->total_bytes >= 0)
@@ -657,12 +662,14 @@ void vt_print_device_title(FILE *out, const vt_device *d)
     fputc('\n', out);
 }
 
-void vt_print_peak(FILE *out, const char *label, const vt_device *d)
+void vt_print_peak(FILE *out, const char *label, const vt_device *d, bool with_time)
 {
     char b[32], when[48];
-    fprintf(out, "  %-11s %s%s%s at %.2f s, %s", label, vt_on(VT_STYLE_BOLD),
-            vt_fmt_bytes(b, d->peak_bytes), vt_off(), d->peak_time_s,
-            vt_fmt_when(when, d->peak_phase, d->peak_step));
+    fprintf(out, "  %-11s %s%s%s", label, vt_on(VT_STYLE_BOLD), vt_fmt_bytes(b, d->peak_bytes),
+            vt_off());
+    if (with_time)
+        fprintf(out, " at %.2f s", d->peak_time_s);
+    fprintf(out, ", %s", vt_fmt_when(when, d->peak_phase, d->peak_step));
     if (d->total_bytes > 0)
         fprintf(out, " (%.1f%% of the device)",
                 100.0 * (double)d->peak_bytes / (double)d->total_bytes);
@@ -698,13 +705,13 @@ static void print_phase_peaks(FILE *out, const vt_device *d, const vt_phase_peak
     }
 }
 
-static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
+static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill, const vt_gaps *g)
 {
     const vt_snapshot *s = &l->snap;
     const vt_device *d = bill->dev;
     char b[32], p[32];
-    vt_print_device_title(out, d);
-    vt_print_peak(out, "peak", d);
+    vt_print_device_title(out, d, g->device_unnamed);
+    vt_print_peak(out, "peak", d, !g->times_invented);
     print_phase_peaks(out, d, &l->phase_peaks[bill - l->bills]);
     vt_print_sparkline(out, s, d, l->ascii);
     if (d->listed_bytes != d->peak_bytes)
@@ -747,7 +754,7 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill)
     print_sites(out, s, bill);
 }
 
-static void print_oom_events(FILE *out, const vt_snapshot *s)
+static void print_oom_events(FILE *out, const vt_snapshot *s, const vt_gaps *g)
 {
     char b[32], when[48], line[512];
     if (!s->noom_events)
@@ -767,7 +774,9 @@ static void print_oom_events(FILE *out, const vt_snapshot *s)
         if (e->file && n > 0 && (size_t)n < sizeof line)
             snprintf(line + n, sizeof line - (size_t)n, "; post-mortem: vramtap report %.*s%s",
                      slash && e->file[0] != '/' ? (int)(slash - s->path + 1) : 0, s->path, e->file);
-        int col = fprintf(out, "  #%lld at %.2f s: ", (long long)e->n, e->time_s);
+        int col = g->times_invented
+                      ? fprintf(out, "  #%lld: ", (long long)e->n)
+                      : fprintf(out, "  #%lld at %.2f s: ", (long long)e->n, e->time_s);
         vt_print_wrapped(out, col, 4, line);
     }
 }
@@ -775,14 +784,16 @@ static void print_oom_events(FILE *out, const vt_snapshot *s)
 void vt_print_report(FILE *out, vt_loaded *l)
 {
     const vt_snapshot *s = &l->snap;
-    print_run(out, s);
+    vt_gaps g;
+    vt_gaps_of(s, &g);
+    print_run(out, s, &g);
     vt_print_record(out, s);
     print_mode_notes(out, l);
     if (!s->ndevices)
         fputs("\n  no device memory was allocated\n", out);
     for (size_t i = 0; i < l->nbills; i++)
-        print_device(out, l, &l->bills[i]);
-    print_oom_events(out, s);
+        print_device(out, l, &l->bills[i], &g);
+    print_oom_events(out, s, &g);
     vt_print_lines_missing(out, s);
 }
 
@@ -836,6 +847,43 @@ static bool postmortem_name(const char *path)
     for (p = base + len - 5; p > base && isdigit((unsigned char)p[-1]); p--)
         ;
     return p < base + len - 5 && p - base >= 4 && !strncmp(p - 4, ".oom", 4);
+}
+
+static int json_of(const char *path, const vt_report_opts *o, json_t **doc)
+{
+    vt_loaded l;
+    vt_err err;
+    if (vt_loaded_open(path, o, &l, &err)) {
+        fprintf(stderr, "vramtap report: %s\n", err.msg);
+        return 2;
+    }
+    *doc = vt_report_json(&l);
+    vt_loaded_close(&l);
+    return 0;
+}
+
+/* --json of one run's bill and its post-mortems: the bill's document, as for the bill alone,
+ * with each post-mortem's in "postmortems" */
+static int run_json(char **paths, size_t n, const vt_report_opts *o)
+{
+    json_t *doc = NULL, *pms = json_array();
+    int rc = pms ? 0 : 2;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        json_t *one = NULL;
+        rc = json_of(paths[i], o, &one);
+        if (rc == 0 && postmortem_name(paths[i]))
+            json_array_append_new(pms, one);
+        else if (rc == 0)
+            doc = one;
+    }
+    if (rc == 0 && doc) {
+        json_object_set_new(doc, "postmortems", pms);
+        vt_print_json(stdout, doc);
+    } else {
+        json_decref(pms);
+    }
+    json_decref(doc);
+    return rc;
 }
 
 static int by_name(const void *a, const void *b)
@@ -921,7 +969,9 @@ int vt_cmd_report(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
         bills += !postmortem_name(paths[i]);
     if (rc == 0) {
-        if (n > 1 && bills <= 1 && !o.folded && !o.json) {
+        if (n > 1 && bills == 1 && o.json) {
+            rc = run_json(paths, n, &o);
+        } else if (n > 1 && bills <= 1 && !o.folded && !o.json) {
             /* one run's bill and its post-mortems (vramtap.python.*.json after an OOM): each
              * read as what it is, the bill first */
             bool printed = false;

@@ -33,8 +33,10 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
 
 /* the human report of one snapshot, and its parts that other outputs share (report.c) */
 void vt_print_report(FILE *out, vt_loaded *l);
-void vt_print_device_title(FILE *out, const vt_device *d);
-void vt_print_peak(FILE *out, const char *label, const vt_device *d);
+/* unnamed: the snapshot does not say which device (an imported timeline: a GPU or the CPU) */
+void vt_print_device_title(FILE *out, const vt_device *d, bool unnamed);
+/* with_time: the snapshot's times are real (not an import's invented order) */
+void vt_print_peak(FILE *out, const char *label, const vt_device *d, bool with_time);
 void vt_print_categories(FILE *out, const vt_snapshot *s, const vt_bill *bill);
 void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t, size_t n);
 /* Names the modules of shown frames that have no file and line, and why. */
@@ -51,6 +53,22 @@ typedef struct {
 size_t vt_advise(const vt_snapshot *snap, const vt_bill *bill, vt_advice *items, size_t max);
 /* Device memory in use at the failure beyond the allocations listed; -1 when unknown. */
 int64_t vt_oom_outside(const vt_snapshot *snap, const vt_bill *bill);
+/* What an imported recording could not tell (gaps.c); all false for a run's own snapshot. */
+typedef struct {
+    bool import;
+    bool times_invented;         /* no timestamps: times are the events' order, not shown */
+    bool device_unnamed;         /* a GPU or the CPU: the source does not say */
+    bool misses_memory;          /* memory live in the recording may be missing from it */
+    int64_t before_window_bytes; /* live when the recording began, all devices */
+} vt_gaps;
+void vt_gaps_of(const vt_snapshot *s, vt_gaps *g);
+/* Every figure is a lower bound: events were dropped, or an import began after the program
+ * had allocated (its peak may have come earlier) or may miss memory. */
+bool vt_lower_bound(const vt_snapshot *s);
+/* What the trace lacks and why the figures are a lower bound, under the report's run line. */
+void vt_print_gaps(FILE *out, const vt_snapshot *s);
+/* --json's "import": null for a run's own snapshot */
+json_t *vt_gaps_json(const vt_snapshot *s);
 /* --json (report_json.c, docs/report-json.md) */
 json_t *vt_report_json(vt_loaded *l);
 json_t *vt_categories_json(const vt_bill *bill);

@@ -242,6 +242,18 @@ static json_t *postmortem_json(const vt_loaded *l)
         advice);
 }
 
+/* An import without timestamps: its times are the events' order, not times to show. */
+static void no_times(json_t *doc)
+{
+    size_t i;
+    json_t *v;
+    json_object_set_new(doc, "duration_s", json_null());
+    json_array_foreach(json_object_get(doc, "devices"), i, v)
+        json_object_set_new(json_object_get(v, "peak"), "time_s", json_null());
+    json_array_foreach(json_object_get(doc, "oom_events"), i, v)
+        json_object_set_new(v, "time_s", json_null());
+}
+
 json_t *vt_report_json(vt_loaded *l)
 {
     const vt_snapshot *s = &l->snap;
@@ -260,14 +272,19 @@ json_t *vt_report_json(vt_loaded *l)
         str_or_null(s->prog), "pid", int_or_null(s->pid), "rank", "rank", int_or_null(s->rank),
         "local_rank", int_or_null(s->local_rank), "command", command, "duration_s",
         real_or_null(s->end_time_s), "steps", (json_int_t)s->steps, "phase_markers",
-        s->phase_markers, "mode", str_or_null(s->pytorch_mode), "lower_bound", s->dropped > 0,
+        s->phase_markers, "mode", str_or_null(s->pytorch_mode), "lower_bound", vt_lower_bound(s),
         "dropped_events", (json_int_t)s->dropped, "unknown_frees", (json_int_t)s->unknown_frees,
         "host_peak_bytes", int_or_null(s->host_peak_bytes), "devices", devices, "oom_events",
         events);
     json_object_set_new(doc, "run_record", vt_run_record_json(s));
     json_object_set_new(doc, "host_ram", vt_host_ram_json(s));
+    json_object_set_new(doc, "import", vt_gaps_json(s));
     if (s->has_oom)
         json_object_set_new(doc, "oom", postmortem_json(l));
+    vt_gaps g;
+    vt_gaps_of(s, &g);
+    if (g.times_invented)
+        no_times(doc);
     return doc;
 }
 

@@ -475,6 +475,9 @@ static json_t *import_json(writer *w)
     set(&w->b, o, "format", json_string(tr->format));
     set(&w->b, o, "lacks", strings_json(&w->b, tr->lacks, tr->nlacks));
     set(&w->b, o, "notes", strings_json(&w->b, tr->notes, tr->nnotes));
+    set(&w->b, o, "times_recorded", json_boolean(!tr->times_invented));
+    set(&w->b, o, "device_named", json_boolean(!tr->device_unnamed));
+    set(&w->b, o, "misses_memory", json_boolean(tr->misses_memory));
     json_t *devs = set(&w->b, o, "devices", json_array());
     for (size_t d = 0; devs && d < rp->ndevs; d++) {
         const vt_idev *dev = &rp->devs[d];

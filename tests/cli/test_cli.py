@@ -250,6 +250,14 @@ def case_bill_and_postmortem():
     has(first, "vramtap report  " + d("minimal.json"), "the bill first")
     has(second, "(out-of-memory post-mortem)", "then the post-mortem")
     eq("heaviest" in out, False, "no table of processes")
+    # --json: the bill's own document, as for the bill alone, with the post-mortem's in
+    # "postmortems" (not a table of processes)
+    pm, bill = report(d("vramtap.python.777.oom1.json")), report(d("minimal.json"))
+    bill["postmortems"] = [pm]
+    eq(report(d("vramtap.python.777.oom1.json"), d("minimal.json")), bill,
+       "--json of a bill and its post-mortem")
+    eq((pm["kind"], pm["oom"]["size"] > 0, bill["kind"]), ("oom", True, "exit"),
+       "the post-mortem is the post-mortem's report")
 
 
 def case_oom_events():

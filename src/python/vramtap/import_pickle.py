@@ -8,7 +8,8 @@ writes the records `vramtap import` replays, one JSON object per line on stdout:
   {"type": "span", "kind": "optimizer" | "zero_grad", "start": time_us, "end": time_us}
   {"type": "oom", "d": device, "t": time_us, "b": size, "s": site}
   {"type": "device", "d": device, "reserved_peak": bytes, "reserved_end": bytes}
-  {"type": "meta", "python_stacks": bool, "lacks": [...], "notes": [...]}
+  {"type": "meta", "python_stacks": bool, "times_recorded": bool, "misses_memory": bool,
+   "lacks": [...], "notes": [...]}
   {"type": "end"}
 
 The pickle is loaded by an Unpickler that refuses every class and function, so nothing in the
@@ -276,11 +277,13 @@ def convert(snap, out):
         lacks.append("the dump's segments: allocations from before the recorded window that "
                      "were never freed are invisible")
     if not have_time:
-        lacks.append("timestamps: events are placed one microsecond apart")
+        lacks.append("timestamps: no times are shown (the events are kept in their order)")
     if not sites.any_python:
         lacks.append("Python stacks (record_memory_history(stacks='python' or 'all')): "
                      "phases come only from optimizer annotations")
-    out({"type": "meta", "python_stacks": sites.any_python, "lacks": lacks, "notes": notes})
+    out({"type": "meta", "python_stacks": sites.any_python, "times_recorded": have_time,
+         "misses_memory": not (traces and events) or not segments, "lacks": lacks,
+         "notes": notes})
     out({"type": "end"})
 
 
