@@ -66,6 +66,11 @@ void vt_labels_all_frames(bool all)
     all_frames = all;
 }
 
+bool vt_frame_folded(const vt_frame *f)
+{
+    return !all_frames && folded(f);
+}
+
 static bool separator(char c)
 {
     return c == '/' || c == '\\';

@@ -98,12 +98,25 @@ static void print_request(FILE *out, const vt_snapshot *s, const vt_bill *bill)
     if (o->site >= 0) {
         const vt_site *site = &s->sites[o->site];
         char name[512];
-        for (size_t i = 0; i < site->nframes && i < STACK_LINES; i++) {
-            vt_frame_name(&site->frames[i], name, sizeof name);
-            fprintf(out, "  %-11s %s\n", i ? "" : "from", name);
+        size_t shown = 0, hidden = 0, more = 0;
+        for (size_t i = 0; i < site->nframes; i++) {
+            /* the user's frames: start-up, CUDA, vramtap and allocator plumbing as in labels */
+            if (vt_frame_folded(&site->frames[i])) {
+                hidden++;
+            } else if (shown == STACK_LINES) {
+                more++;
+            } else {
+                vt_frame_name(&site->frames[i], name, sizeof name);
+                fprintf(out, "  %-11s %s\n", shown++ ? "" : "from", name);
+            }
         }
-        if (site->nframes > STACK_LINES)
-            fprintf(out, "  %-11s ... %zu more frames\n", "", site->nframes - STACK_LINES);
+        if (more)
+            fprintf(out, "  %-11s ... %zu more frames\n", "", more);
+        if (hidden)
+            fprintf(out,
+                    "  %-11s (%zu frame%s of the C library, CUDA, vramtap or the allocator "
+                    "folded: --all-frames shows them)\n",
+                    shown ? "" : "from", hidden, hidden == 1 ? "" : "s");
     }
     if (o->free_bytes >= 0)
         fprintf(out, "  %-11s %s free%s%s\n", "device", vt_fmt_bytes(b, o->free_bytes),

@@ -402,6 +402,8 @@ void vt_print_bar(FILE *out, int64_t part, int64_t whole, int width);
 #define VT_LABEL_MAX 256
 void vt_site_label(const vt_snapshot *snap, int32_t site, char buf[VT_LABEL_MAX]);
 void vt_labels_all_frames(bool all);
+/* The frame is one a label leaves out (never, after vt_labels_all_frames(true)). */
+bool vt_frame_folded(const vt_frame *f);
 /* What `diff` matches sites by: the label's frames by file and function (module and symbol
  * without debug information), so that a line moved in a caller keeps the match; their lines
  * apart, as a tie-break. Both "" without a stack. */

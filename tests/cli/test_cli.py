@@ -214,7 +214,13 @@ def case_postmortem():
     has(out, "out-of-memory post-mortem", "title")
     has(out, "  asked       2.00 GiB via cudaMallocAsync, forward of step 3, at 12.50 s (error 2)", "asked")
     has(out, "  device      512.00 MiB free of 8.00 GiB", "free")
-    has(out, "  from        cudaMallocAsync\n", "stack")
+    # the user's frames; the CUDA runtime's and the allocator's folded, shown on request
+    has(out, "  from        attention (model.py:70)\n              forward (model.py:35)\n"
+        "              main (train.py:60)\n              (2 frames of the C library, CUDA, "
+        "vramtap or the allocator folded: --all-frames shows them)\n", "stack")
+    has(run("report", "--all-frames", path).stdout, "  from        cudaMallocAsync\n"
+        "              c10::cuda::CUDACachingAllocator::Native::malloc\n"
+        "              attention (model.py:70)\n", "stack, all frames")
     has(out, "    activations                    3.00 GiB  42.9%", "activations row")
     has(out, "what to try first  (activations hold 3.00 GiB, 42.9% of the live memory)", "dominant")
     has(out, "    1. a smaller micro-batch or a shorter sequence", "first remedy")
