@@ -556,6 +556,9 @@ static int load_process(vt_snapshot *s, vt_err *err)
             return fail_at(s, err, "env");
         }
     }
+    /* an import's empty env means the trace does not record it: unknown, not unset */
+    if (s->kind == VT_SNAP_IMPORT && !json_object_size(s->env))
+        s->env = NULL;
     if (command) {
         s->argc = json_array_size(command);
         s->argv = calloc(s->argc ? s->argc : 1, sizeof *s->argv);

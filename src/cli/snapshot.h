@@ -169,7 +169,7 @@ typedef struct {
     const char *launcher; /* "torchrun", "slurm", "mpi", "env", NULL when none */
     const char *job_id;   /* the launcher's job id, else Slurm's; NULL when none */
     int64_t world_size;   /* -1 when unknown */
-    json_t *env;          /* object of strings, or NULL */
+    json_t *env;          /* object of strings, or NULL: not recorded (imports) */
     const char *pytorch_mode, *pytorch_mode_reason;
     bool phase_markers;
     int64_t steps;

@@ -4,7 +4,7 @@ earlier), memory the recording may miss (a Kineto trace without running totals, 
 the dump's segments), times the importer had to invent (a pickle without timestamps: no time is
 shown), a device the trace does not name (a memory timeline: a GPU or the CPU, never "cuda:0");
 the import summary names no phase a trace without phases never ran; several imports in one
-report are named by file, not "pid -1".
+report are named by file, not "pid -1"; diff calls their environment unknown, not the same.
 
     check_gaps.py fixtures     the committed fixtures (and variants made from make.py's)
     check_gaps.py reference    the reference recordings, skipped where they are absent"""
@@ -145,7 +145,7 @@ def fixtures():
         r = run(["report"] + outs, env=WIDE)
         rows = [l for l in r.stdout.splitlines() if l.rstrip().endswith(".vramtap.json")
                 and not l.lstrip().startswith("heaviest")]
-        check(sorted(l.split()[-1] for l in rows) == sorted(outs) and "-1" not in r.stdout
+        check(sorted(l.split()[-1] for l in rows) == sorted(outs)
               and all(l.split()[2] == ("4100" if "kineto" in l else "-") for l in rows),
               f"several imports: rows named by file\n{r.stdout}")
         check(f"  heaviest  {outs[2]}: 140.62 KiB on device 0" in r.stdout.splitlines(),
@@ -154,6 +154,13 @@ def fixtures():
         check(sorted((p["file"], p["pid"]) for p in procs)
               == sorted([(outs[0], 4100), (outs[1], None), (outs[2], None)]),
               f"several imports --json: {[(p['file'], p['pid']) for p in procs]}")
+        # Imports record no environment: diff says unknown, never "the same allocator settings".
+        r = run(["diff", outs[0], outs[1]])
+        check(r.stdout.splitlines()[2:4] == ["  command   unknown (neither snapshot records it)",
+                                             "  env       unknown (neither snapshot records it)"],
+              f"diff of two imports: command and env\n{r.stdout}")
+        check(json.loads(run(["diff", "--json", outs[0], outs[1]]).stdout)["env"] is None,
+              "diff --json of two imports: env null")
 
     # A run's own snapshot is no import.
     _, doc = reports(os.path.join(os.environ["VT_SRC"], "tests", "cli", "data", "minimal.json"))
