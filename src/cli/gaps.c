@@ -54,12 +54,14 @@ void vt_print_gaps(FILE *out, const vt_snapshot *s)
         return;
     json_t *lacks = json_object_get(import_of(s), "lacks"), *v;
     size_t i;
+    bool said = false;
     json_array_foreach(lacks, i, v)
     {
         if (!json_is_string(v))
             continue;
-        if (!i)
+        if (!said)
             fprintf(out, "  the trace lacks (so vramtap import said)\n");
+        said = true;
         vt_print_wrapped(out, fprintf(out, "    - "), 6, json_string_value(v));
     }
     if (!g.before_window_bytes && !g.misses_memory)

@@ -427,16 +427,22 @@ static void print_mode_notes(FILE *out, const vt_loaded *l)
             s->pytorch_mode_reason ? s->pytorch_mode_reason : "",
             s->pytorch_mode_reason ? ")" : "");
     } else if (!s->phase_markers) {
-        char text[400];
+        char text[600];
+        /* the trace is what it is: markers cannot be added to it, only to the next run */
+        bool imported = s->kind == VT_SNAP_IMPORT;
         snprintf(text, sizeof text,
                  "%sno phase markers%s in this %s, so nothing is guessed: memory alive at the end "
                  "is 'unattributed (persistent)', the rest 'unattributed (transient)'. To split it "
-                 "into parameters, gradients, optimizer state, activations and temporaries, mark "
-                 "the phases with one of:",
-                 vt_on(VT_STYLE_WARN), vt_off(),
-                 s->kind == VT_SNAP_IMPORT ? "imported trace" : "run");
+                 "into parameters, gradients, optimizer state, activations and temporaries, %s",
+                 vt_on(VT_STYLE_WARN), vt_off(), imported ? "imported trace" : "run",
+                 imported ? "import a recording that has phases (a Kineto trace with profiler "
+                            "steps, a memory snapshot with Python stacks) or run the job under "
+                            "'vramtap run'"
+                          : "mark the phases with one of:");
         fputc('\n', out);
         vt_print_wrapped(out, fprintf(out, "  "), 2, text);
+        if (imported)
+            return;
         fputs("    - the C API in include/vramtap.h: vramtap_begin(VRAMTAP_FORWARD) ... "
               "vramtap_end(VRAMTAP_FORWARD),\n      the same for VRAMTAP_BACKWARD and "
               "VRAMTAP_OPTIMIZER\n"

@@ -97,6 +97,9 @@ def fixtures():
         check("\ndevice 0  (a GPU or the CPU: the trace does not say)\n" in text
               and "cuda:" not in text, f"memory_timeline: the device title\n{text}")
         check(doc["import"]["device_named"] is False, f"timeline --json import {doc['import']}")
+        check("import a recording that has phases (a Kineto trace with profiler steps, a memory "
+              "snapshot with Python stacks) or run the job under 'vramtap run'" in text
+              and "NVTX" not in text, f"memory_timeline: markers cannot be added to a trace\n{text}")
 
         # A pickle without timestamps: the importer puts the events in order; no time is shown.
         base = mk.pickle_snapshot()
