@@ -2,6 +2,8 @@
  * the first window from index 0, then the kept peak steps, then the step in progress. Keeping
  * or dropping the step in progress, and releasing a peak step a newer one replaced, move
  * events only at step boundaries. */
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -10,17 +12,64 @@
 #include "json_out.h"
 #include "snapshot_keys.h"
 
-/* One allocation or free, with what the file says about its allocation. */
+/* A mark without its phase (an event keeps both phases in its flags): 24 bytes, not 32. */
 typedef struct {
-    vt_rec *rec; /* to unmark it when the event is let go; compared by id, never trusted */
+    uint64_t time, seq;
+    uint32_t step, instance;
+} hmark;
+
+enum {
+    PHASE_BITS = 3,
+    FREED = 1 << 6,
+    MARKED = 1 << 7, /* a free: its allocation's event was in a kept window then */
+    GONE = 1 << 7    /* an allocation: freed since (its record may be another's now) */
+};
+
+/* One allocation or free, with what the file says about its allocation: 80 bytes, so that
+ * recording touches few pages and the writer's copy under the lock is short. */
+typedef struct {
     uint64_t id, size;
     uintptr_t address;
-    vt_mark at, birth; /* the event; the allocation's birth (the same for an allocation) */
+    hmark birth;
+    union {
+        vt_rec *rec; /* an allocation: to unmark it when the event is let go; compared by id */
+        hmark death; /* a free */
+    } u;
     uint32_t site;
-    int16_t device;
-    uint8_t api, kind, freed;
-    uint8_t marked; /* a free: its allocation's event was in a kept window then */
+    int8_t device;
+    uint8_t api, kind;
+    uint8_t flags; /* the birth's phase, the death's phase, FREED, MARKED or GONE */
 } hev;
+
+_Static_assert(sizeof(hev) == 80, "an event is 80 bytes");
+_Static_assert(VT_MAX_DEVICES <= INT8_MAX && VT_PHASE_OTHER < (1 << PHASE_BITS),
+               "devices and phases fit an event");
+
+static hmark pack(const vt_mark *m)
+{
+    return (hmark){.time = m->time, .seq = m->seq, .step = m->step, .instance = m->instance};
+}
+
+static vt_mark unpack(const hmark *m, unsigned phase)
+{
+    return (vt_mark){.seq = m->seq,
+                     .time = m->time,
+                     .step = m->step,
+                     .instance = m->instance,
+                     .phase = (uint8_t)(phase & ((1u << PHASE_BITS) - 1))};
+}
+
+static int freed(const hev *e)
+{
+    return (e->flags & FREED) != 0;
+}
+
+/* When the event happened: its allocation's birth or death. */
+static vt_mark at(const hev *e)
+{
+    return freed(e) ? unpack(&e->u.death, (unsigned)e->flags >> PHASE_BITS)
+                    : unpack(&e->birth, e->flags);
+}
 
 /* A free of an allocation whose event is kept, where the free itself is not. */
 typedef struct {
@@ -54,13 +103,64 @@ static struct {
     int nkept;
     hwin cur; /* the step in progress: events [cur.first, n) */
     uint32_t cur_peaks;
+    size_t asked; /* the latest want */
 } H;
+
+/* The first write to a page of the events is a page fault, and under the lock every thread
+ * that allocates waits for it. vt_history_prepare populates the pages ahead of the recording
+ * outside the lock, a chunk at a time (one system call instead of a fault per page, and huge
+ * pages where the system has them); recording itself never waits for it. */
+#define CHUNK ((size_t)2 << 20)
+static struct {
+    _Atomic size_t want;  /* bytes of events that should be populated: a chunk past the most used */
+    _Atomic size_t ready; /* bytes populated */
+    atomic_flag busy;
+} P = {.busy = ATOMIC_FLAG_INIT};
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it and the pages fault */
+#endif
 
 static void *map(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* With the state lock held, after an event was added. */
+static void ready_ahead(void)
+{
+    size_t used = H.n * sizeof *H.ev;
+    if (used + CHUNK / 2 > H.asked) {
+        H.asked = used + CHUNK;
+        atomic_store_explicit(&P.want, H.asked, memory_order_relaxed);
+    }
+}
+
+void vt_history_prepare(void)
+{
+    size_t want = atomic_load_explicit(&P.want, memory_order_relaxed);
+    if (want <= atomic_load_explicit(&P.ready, memory_order_relaxed) ||
+        atomic_flag_test_and_set(&P.busy))
+        return;
+    size_t bytes = H.cap * sizeof *H.ev, ready = atomic_load(&P.ready);
+    int saved = errno; /* the program's, whatever this call does */
+    want = atomic_load(&P.want);
+    while (ready < want && ready < bytes) {
+        size_t n = bytes - ready < CHUNK ? bytes - ready : CHUNK;
+        if (madvise((char *)H.ev + ready, n, MADV_POPULATE_WRITE)) {
+            /* refused (an older kernel, no memory): recording faults its pages in, as it
+             * would without this; interrupted: the next call goes on */
+            if (errno != EINTR)
+                ready = SIZE_MAX;
+            break;
+        }
+        ready += n;
+    }
+    errno = saved;
+    atomic_store(&P.ready, ready);
+    atomic_flag_clear(&P.busy);
 }
 
 static void start_step(uint64_t now)
@@ -81,6 +181,8 @@ void vt_history_init(void)
     H.late_cap = H.cap / 8 + 64;
     H.ev = map(H.cap * sizeof *H.ev);
     H.late = map(H.late_cap * sizeof *H.late);
+    if (H.ev)
+        madvise(H.ev, H.cap * sizeof *H.ev, MADV_HUGEPAGE); /* a hint: fewer, larger faults */
     if (!H.ev || !H.late) {
         vt_log("no room for the allocation history (VRAMTAP_HISTORY_EVENTS=%d): kept none",
                vt_cfg.history_events);
@@ -97,6 +199,8 @@ void vt_history_init(void)
     H.first = (hwin){.reason = WIN_FIRST, .start_seq = 1, .start_time = now, .end_time = now};
     H.first_open = H.steps > 0;
     start_step(now);
+    H.asked = CHUNK;
+    atomic_store(&P.want, H.asked);
     H.on = 1;
 }
 
@@ -108,45 +212,60 @@ static void add_late(uint64_t id, const vt_mark *death)
         H.dropped++;
 }
 
-void vt_history_note_locked(vt_rec *r, int freed, int new_peak)
+void vt_history_note_locked(vt_rec *r, int is_free, int new_peak)
 {
     if (!H.on)
         return;
     hwin *w = H.first_open ? &H.first : &H.cur;
     if (new_peak && !H.first_open)
         H.cur_peaks |= 1u << r->device;
+    if (is_free && r->hist)
+        H.ev[r->hist - 1].flags |= GONE;
     /* a window cut short stays a prefix of what happened */
     if (H.n == H.cap || w->truncated) {
         H.dropped++;
         w->truncated = 1;
-        if (freed && r->hist)
+        if (is_free && r->hist)
             add_late(r->id, &r->death);
         return;
     }
-    H.ev[H.n++] = (hev){.rec = r,
-                        .id = r->id,
-                        .size = r->size,
-                        .address = r->address,
-                        .at = freed ? r->death : r->birth,
-                        .birth = r->birth,
-                        .site = r->site,
-                        .device = r->device,
-                        .api = r->api,
-                        .kind = r->kind,
-                        .freed = (uint8_t)freed,
-                        .marked = r->hist};
-    if (!freed)
-        r->hist = 1;
+    hev *e = &H.ev[H.n++];
+    *e = (hev){.id = r->id,
+               .size = r->size,
+               .address = r->address,
+               .birth = pack(&r->birth),
+               .site = r->site,
+               .device = (int8_t)r->device,
+               .api = r->api,
+               .kind = r->kind,
+               .flags = r->birth.phase};
+    if (is_free) {
+        e->u.death = pack(&r->death);
+        e->flags |= (uint8_t)(r->death.phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
+        w->end_time = r->death.time;
+    } else {
+        e->u.rec = r;
+        r->hist = (uint32_t)H.n;
+        w->end_time = r->birth.time;
+    }
     w->n++;
-    w->end_time = H.ev[H.n - 1].at.time;
+    ready_ahead();
+}
+
+/* The record of an allocation's event, while it is that allocation's. */
+static vt_rec *owner(const hev *e)
+{
+    return !(e->flags & (FREED | GONE)) && e->u.rec->id == e->id ? e->u.rec : NULL;
 }
 
 /* The allocations of events let go are no longer in the history. */
 static void unmark(const hwin *w)
 {
-    for (size_t i = w->first; i < w->first + w->n; i++)
-        if (!H.ev[i].freed && H.ev[i].rec->id == H.ev[i].id)
-            H.ev[i].rec->hist = 0;
+    for (size_t i = w->first; i < w->first + w->n; i++) {
+        vt_rec *r = owner(&H.ev[i]);
+        if (r)
+            r->hist = 0;
+    }
 }
 
 static void drop_step(void)
@@ -155,8 +274,10 @@ static void drop_step(void)
     for (size_t i = H.cur.first; i < H.n; i++) {
         const hev *e = &H.ev[i];
         /* the free of an allocation kept in an earlier window must not be lost with the step */
-        if (e->freed && e->marked && e->birth.seq < H.cur.start_seq)
-            add_late(e->id, &e->at);
+        if (freed(e) && (e->flags & MARKED) && e->birth.seq < H.cur.start_seq) {
+            vt_mark death = at(e);
+            add_late(e->id, &death);
+        }
     }
     H.n = H.cur.first;
 }
@@ -177,8 +298,14 @@ static void keep_step(void)
             unmark(&w);
             continue;
         }
-        if (w.first != to)
+        if (w.first != to) {
             memmove(&H.ev[to], &H.ev[w.first], w.n * sizeof *H.ev);
+            for (size_t k = to; k < to + w.n; k++) {
+                vt_rec *r = owner(&H.ev[k]);
+                if (r)
+                    r->hist = (uint32_t)k + 1;
+            }
+        }
         w.first = to;
         to += w.n;
         H.kept[out++] = w;
@@ -222,6 +349,12 @@ void vt_history_reset_after_fork(void)
         .reason = WIN_FIRST, .start_seq = vt_state.seq + 1, .start_time = now, .end_time = now};
     H.first_open = vt_state.step < H.steps;
     start_step(now);
+    /* the pages are the parent's until written: populated again, and by no thread of the
+     * parent's that held the flag */
+    H.asked = CHUNK;
+    atomic_store(&P.want, H.asked);
+    atomic_store(&P.ready, 0);
+    atomic_flag_clear(&P.busy);
 }
 
 /* --- the copy and the file ------------------------------------------------------------ */
@@ -232,7 +365,6 @@ struct vt_history_copy {
     size_t max_events;
     uint64_t dropped;
     hev *ev;
-    uint8_t *alive; /* per event: an allocation still on the books */
     size_t n, cap;
     late_death *late;
     size_t nlate, late_cap;
@@ -253,12 +385,14 @@ vt_history_copy *vt_history_copy_new(size_t bound)
     c->cap = bound + bound / 8 + 64;
     c->late_cap = c->cap < H.late_cap ? c->cap : H.late_cap;
     c->ev = malloc(c->cap * sizeof *c->ev);
-    c->alive = malloc(c->cap);
     c->late = malloc(c->late_cap * sizeof *c->late);
-    if (!c->ev || !c->alive || !c->late) {
+    if (!c->ev || !c->late) {
         vt_history_copy_free(c);
         return NULL;
     }
+    /* touched here, so that the copy under the lock is a copy and not a page fault per page */
+    memset(c->ev, 0, c->cap * sizeof *c->ev);
+    memset(c->late, 0, c->late_cap * sizeof *c->late);
     return c;
 }
 
@@ -267,7 +401,6 @@ void vt_history_copy_free(vt_history_copy *c)
     if (!c)
         return;
     free(c->ev);
-    free(c->alive);
     free(c->late);
     free(c);
 }
@@ -286,10 +419,6 @@ int vt_history_freeze_locked(vt_history_copy *c)
     c->nlate = H.nlate;
     memcpy(c->ev, H.ev, H.n * sizeof *H.ev);
     memcpy(c->late, H.late, H.nlate * sizeof *H.late);
-    for (size_t i = 0; i < H.n; i++) {
-        const hev *e = &H.ev[i];
-        c->alive[i] = !e->freed && e->rec->id == e->id && !e->rec->dead;
-    }
     uint64_t now = vt_clock();
     c->nwin = 0;
     if (H.steps) {
@@ -316,7 +445,7 @@ static int by_id(const void *pa, const void *pb)
     const hev *a = *(const hev *const *)pa, *b = *(const hev *const *)pb;
     if (a->id != b->id)
         return a->id < b->id ? -1 : 1;
-    return a->freed - b->freed;
+    return freed(a) - freed(b);
 }
 
 static int late_by_id(const void *pa, const void *pb)
@@ -344,20 +473,20 @@ static size_t gather(vt_history_copy *c, hev **ev, size_t n, vt_rec *r)
     *r = (vt_rec){.id = a->id,
                   .size = a->size,
                   .address = a->address,
-                  .birth = a->birth,
+                  .birth = unpack(&a->birth, a->flags),
                   .site = a->site,
                   .device = a->device,
                   .api = a->api,
                   .kind = a->kind};
     size_t used = 1;
-    const hev *f = a->freed ? a : n > 1 && ev[1]->id == a->id ? ev[1] : NULL;
+    const hev *f = freed(a) ? a : n > 1 && ev[1]->id == a->id ? ev[1] : NULL;
     used += f && f != a;
     late_death key = {.id = a->id};
     const late_death *late =
         f ? NULL : bsearch(&key, c->late, c->nlate, sizeof *c->late, late_by_id);
-    if (f || late || !c->alive[a - c->ev]) {
+    if (f || late || (a->flags & GONE)) {
         r->dead = 1;
-        r->death = f ? f->at : late ? late->death : a->at;
+        r->death = f ? at(f) : late ? late->death : at(a);
         /* neither freed in a window, nor late, nor alive: its free was not kept */
         if (!f && !late)
             c->dropped++;
@@ -402,8 +531,8 @@ void vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_liste
         for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++, k++) {
             const hev *e = &c->ev[i];
             fputs(k ? ",\n  [" : "\n  [", f);
-            vt_json_time(f, out->seconds(out->ctx, e->at.time));
-            fprintf(f, ", %llu, %s%llu]", (unsigned long long)e->id, e->freed ? "-" : "",
+            vt_json_time(f, out->seconds(out->ctx, at(e).time));
+            fprintf(f, ", %llu, %s%llu]", (unsigned long long)e->id, freed(e) ? "-" : "",
                     (unsigned long long)e->size);
         }
     fputs("],\n", f);

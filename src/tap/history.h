@@ -6,7 +6,8 @@
  * VRAMTAP_HISTORY_EVENTS caps the events kept; those past it are counted, not kept.
  *
  * Pure data: updated under the state lock in O(1) per event (the events live in memory mapped
- * once at start-up, so nothing is allocated on the fast path); at a step boundary the rolling
+ * once at start-up, so nothing is allocated on the fast path, and its pages are populated
+ * ahead of use outside the lock); at a step boundary the rolling
  * buffer is dropped or kept in time proportional to it. The writer freezes a copy under the
  * lock and writes it without. */
 #ifndef VT_HISTORY_H
@@ -18,6 +19,9 @@
 
 /* Reads the environment and maps the buffer; history is off when it cannot be had. */
 VT_HIDDEN void vt_history_init(void);
+/* Outside the state lock, before an event may be recorded: populates the pages the next
+ * events will use, so that recording them is not a page fault under the lock. */
+VT_HIDDEN void vt_history_prepare(void);
 /* With the state lock held: r was allocated (new_peak: it set its device's peak) or freed. */
 VT_HIDDEN void vt_history_note_locked(vt_rec *r, int freed, int new_peak);
 /* With the state lock held, just after the step counter moved on. */

@@ -247,6 +247,7 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
 {
     uint32_t site = vt_stack_here();
     int flags = 0, in_range = device_in_range(device);
+    vt_history_prepare();
     vt_lock();
     if (device_ok(in_range)) {
         drop_stale(&vt_state.live, addr);
@@ -263,6 +264,7 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
 
 void vt_note_free(uintptr_t addr)
 {
+    vt_history_prepare();
     vt_lock();
     vt_rec *r = find(vt_state.live, addr);
     if (r) {
@@ -393,6 +395,7 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
 {
     uint32_t site = vt_stack_here();
     int in_range = device_in_range(device);
+    vt_history_prepare();
     vt_lock();
     vt_state.c.vmm_creates++;
     if (device_ok(in_range)) {

@@ -47,10 +47,11 @@ typedef struct vt_rec {
     int16_t device;
     uint8_t api, kind;
     uint8_t dead;
-    uint8_t hist;       /* its allocation is in a kept window of the history */
     uint8_t labelled;   /* identity.c holds labels for it */
     int32_t refs, maps; /* VMM: handle references and live mappings */
     uint32_t copied;    /* the writer's mark: the copy (freeze.c) that holds it already */
+    uint32_t hist;      /* while its allocation's event is in a kept window of the history: its
+                           index there + 1; else 0 */
 } vt_rec;
 
 #define VT_NO_SITE UINT32_MAX

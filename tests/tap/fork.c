@@ -1,4 +1,5 @@
-/* A forked child starts with empty books and writes its own snapshot only if it allocates. */
+/* A forked child starts with empty books, its allocation history included (whose pages it
+ * shares with its parent until written), and writes its own snapshot only if it allocates. */
 #include <cuda_runtime_api.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@ int main(void)
                (int)getpid());
         /* The parent's allocation is not the child's to free. */
         printf("EXPECT pid=%d counter unknown_frees 1\n", (int)getpid());
+        printf("EXPECT pid=%d history 0 sizes +8192\nEXPECT pid=%d history dropped 0\n",
+               (int)getpid(), (int)getpid());
         cudaFree(a);
         exit(0);
     }
@@ -34,5 +37,6 @@ int main(void)
     waitpid(idle, &status, 0);
     printf("EXPECT pid=%d no_snapshot\n", (int)idle);
     printf("EXPECT counter allocs 1\nEXPECT counter unknown_frees 0\n");
+    printf("EXPECT history 0 sizes +4096\nEXPECT history dropped 0\n");
     return CHECK_DONE();
 }
