@@ -104,11 +104,38 @@ def check_perfetto(snap_path, path):
         if snap["kind"] != "oom":
             expect([(e["ts"], e["args"]["peak_bytes"]) for e in peaks], [(at, sdev["peak_bytes"])],
                    "%s cuda:%d: the peak's instant event, at the counters' timestamp" % (where, d))
-    phases = [e for e in events if e["ph"] == "X" and e["tid"] == 1]
-    expect(len(phases), len(snap["timeline"]), where + ": one slice per phase instance")
+    check_slices(where, events, snap["timeline"])
     ooms = [e for e in events if e["ph"] == "i" and e["name"].endswith("out of memory")]
     want_ooms = len(snap["oom_events"]) or (1 if snap["kind"] == "oom" else 0)
     expect(len(ooms), want_ooms, where + ": out-of-memory instants")
+
+
+def near_us(ts, seconds):
+    """A trace timestamp (microseconds) is the snapshot's time in seconds, to the last bit."""
+    return abs(ts - seconds * 1e6) <= 1e-9 * max(1.0, seconds * 1e6)
+
+
+def check_slices(where, events, timeline):
+    """One slice per phase instance on the phases track, one per step on the steps track, each
+    where the snapshot's timeline puts it."""
+    by_ts = lambda e: e["ts"]
+    phases = sorted([e for e in events if e["ph"] == "X" and e["tid"] == 1], key=by_ts)
+    expect([(e["name"], e["args"]["step"], e["args"]["instance"]) for e in phases],
+           [(s["phase"], s["step"], s["instance"]) for s in timeline],
+           where + ": one slice per phase instance")
+    steps = []  # [step, start_s, end_s] of each run of instances with the same step
+    for s in timeline:
+        if steps and steps[-1][0] == s["step"]:
+            steps[-1][2] = s["end_s"]
+        else:
+            steps.append([s["step"], s["start_s"], s["end_s"]])
+    got = sorted([e for e in events if e["ph"] == "X" and e["tid"] == 2], key=by_ts)
+    expect([(e["name"], e["args"]["step"]) for e in got],
+           [("step %d" % k, k) for k, _, _ in steps], where + ": one slice per step")
+    spans = [(s["start_s"], s["end_s"]) for s in timeline] + [(a, b) for _, a, b in steps]
+    bad = [(e["name"], e["ts"], e["dur"], a, b) for e, (a, b) in zip(phases + got, spans)
+           if not near_us(e["ts"], a) or (b is not None and not near_us(e["ts"] + e["dur"], b))]
+    expect(bad[:3], [], where + ": slices where the timeline puts them")
 
 
 def pictures(snap_path, out):
