@@ -3,7 +3,7 @@
 # otherwise names them and fails. `vt_install_deps build`: only what building needs (the demo).
 vt_install_deps() {
     local debs=(gcc meson ninja-build pkg-config libunwind-dev uthash-dev libjansson-dev
-                zlib1g-dev libdw-dev)
+                libyajl-dev zlib1g-dev libdw-dev)
     [ "${1:-}" = build ] ||
         debs+=(python3 python3-torch clang-14 libclang-rt-14-dev chromium bash-completion)
     local missing=() d

@@ -312,12 +312,12 @@ def build_vramtap(ctx, dry):
 CARRY = os.path.join(ROOT, "build-validate-carry")
 # Libraries the two binaries need that a CUDA/PyTorch image may lack; the rest (libc, libm, libz,
 # liblzma) every distribution has.
-CARRY_LIBS = re.compile(r"^lib(jansson|unwind)[.-]")
+CARRY_LIBS = re.compile(r"^lib(jansson|yajl|unwind)[.-]")
 
 
 def prepare_carry(python):
     """Build a release vramtap here to carry to the device, in build-validate-carry (ignored by
-    git as /build*/): the two binaries look for libjansson and libunwind in ../../deps first
+    git as /build*/): the two binaries look for libjansson, libyajl and libunwind in ../../deps first
     (RUNPATH $ORIGIN/../../deps), where copies of this machine's are put."""
     meson, ninja = tool_cmd("meson", python), tool_cmd("ninja", python)
     if not (meson and ninja):

@@ -60,15 +60,61 @@ static bool frame_is_workspace(const vt_frame *f)
     return false;
 }
 
+/* What the names of one kind share: the modules' at their start, the symbols' at their end. */
+static void shared_part(bool symbols, const char **part, size_t *len)
+{
+    *part = NULL;
+    *len = 0;
+    for (size_t i = 0; i < sizeof workspaces / sizeof workspaces[0]; i++) {
+        const char *w = symbols ? workspaces[i].symbol : workspaces[i].module;
+        if (!w)
+            continue;
+        size_t n = strlen(w), k = 0;
+        if (!*part) {
+            *part = w;
+            *len = n;
+            continue;
+        }
+        while (k < *len && k < n &&
+               (symbols ? (*part)[*len - 1 - k] == w[n - 1 - k] : (*part)[k] == w[k]))
+            k++;
+        if (symbols)
+            *part += *len - k;
+        *len = k;
+    }
+}
+
+/* The first part[0..n) in [t, end), or NULL: its first character is looked for with memchr,
+ * faster than memmem on these texts. */
+static const char *find_part(const char *t, const char *end, const char *part, size_t n)
+{
+    if (!n)
+        return t;
+    for (; (t = memchr(t, part[0], (size_t)(end - t))); t++)
+        if ((size_t)(end - t) >= n && !memcmp(t, part, n))
+            return t;
+    return NULL;
+}
+
 /* A site's text is searched before it is parsed: most stacks name no workspace, and parsing
- * every stack of a large snapshot costs more than the rest of the report. */
+ * every stack of a large snapshot costs more than the rest of the report. A job's report
+ * searches hundreds of thousands of stacks, so the text is searched for what the symbols share
+ * ("Workspace") and for what the modules' names share ("libc"), and each module is compared
+ * only there. */
 static bool text_may_name_workspace(const vt_site *site)
 {
-    for (size_t i = 0; i < sizeof workspaces / sizeof workspaces[0]; i++) {
-        const char *needle = workspaces[i].module ? workspaces[i].module : workspaces[i].symbol;
-        if (memmem(site->text, site->len, needle, strlen(needle)))
-            return true;
-    }
+    const char *sym, *mod, *t = site->text, *end = t + site->len;
+    size_t sym_len, mod_len;
+    shared_part(true, &sym, &sym_len);
+    shared_part(false, &mod, &mod_len);
+    if (find_part(t, end, sym, sym_len))
+        return true;
+    for (const char *p = t; (p = find_part(p, end, mod, mod_len)); p++)
+        for (size_t i = 0; i < sizeof workspaces / sizeof workspaces[0]; i++) {
+            const char *m = workspaces[i].module;
+            if (m && (size_t)(end - p) >= strlen(m) && !memcmp(p, m, strlen(m)))
+                return true;
+        }
     return false;
 }
 

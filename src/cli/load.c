@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "snapshot.h"
+#include "alloc_read.h"
 #include "split.h"
 #include "snapshot_keys.h"
 
@@ -85,6 +86,14 @@ static const char *const phase_names[VT_NPHASES] = {"setup", "forward", "backwar
 const char *vt_phase_name(vt_phase p)
 {
     return p < VT_NPHASES ? phase_names[p] : "?";
+}
+
+vt_phase vt_phase_of(const char *name, size_t n)
+{
+    int p = 0;
+    while (p < VT_NPHASES && !(strlen(phase_names[p]) == n && !memcmp(name, phase_names[p], n)))
+        p++;
+    return (vt_phase)p;
 }
 
 const char *vt_fmt_when(char buf[48], vt_phase p, int64_t step)
@@ -239,11 +248,8 @@ static int get_phase(json_t *obj, const char *key, vt_phase *out, vt_err *err)
     const char *s;
     if (get_str(obj, key, REQUIRED, &s, err))
         return -1;
-    for (int p = 0; p < VT_NPHASES; p++)
-        if (!strcmp(s, phase_names[p])) {
-            *out = (vt_phase)p;
-            return 0;
-        }
+    if ((*out = vt_phase_of(s, strlen(s))) < VT_NPHASES)
+        return 0;
     vt_err_set(err, "%s: \"%.40s\" is not a phase (setup, forward, backward, optimizer, other)",
                key, s);
     return -1;
@@ -689,37 +695,16 @@ static int load_ooms(vt_snapshot *s, vt_err *err)
 typedef struct {
     const vt_snapshot *s;
     const vt_piece *spans;
-    const int16_t *device_index; /* ordinal -> index in devices, -1 when not listed */
+    vt_alloc_limits lim;
     vt_alloc *out;
     const char *key;
+    bool check; /* VT_CHECK_READERS: the tree reader reads what the fast one took, to compare */
 } alloc_ctx;
-
-static vt_alloc_kind kind_of(const char *k)
-{
-    static const char *const names[] = {"device", "managed", "pool", "vmm", "segment"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(k, names[i]))
-            return (vt_alloc_kind)i;
-    return VT_KIND_OTHER;
-}
-
-typedef struct {
-    int64_t off, end;
-    int cat;
-} label_range;
-
-static int by_offset(const void *pa, const void *pb)
-{
-    const label_range *a = pa, *b = pb;
-    return (a->off > b->off) - (a->off < b->off);
-}
 
 /* Identity labels: bytes per category, each byte counted once (the first label over it, in
  * offset order). A category this reader does not know is ignored. */
 static int get_labels(json_t *o, vt_alloc *a, vt_err *err)
 {
-    static const char *const names[VT_NLABELLED] = {"parameters", "gradients", "optimizer_state",
-                                                    "activations", "temporary"};
     json_t *labels;
     a->labelled = NULL;
     if (get_container(o, "labels", JSON_ARRAY, NULLABLE, &labels, err))
@@ -727,9 +712,8 @@ static int get_labels(json_t *o, vt_alloc *a, vt_err *err)
     size_t n = labels ? json_array_size(labels) : 0;
     if (!n)
         return 0;
-    label_range *r = malloc(n * sizeof *r);
-    if (!(a->labelled = calloc(VT_NLABELLED, sizeof *a->labelled)) || !r) {
-        free(r);
+    vt_label_range *r = malloc(n * sizeof *r);
+    if (!r) {
         vt_err_set(err, "labels: out of memory");
         return -1;
     }
@@ -754,21 +738,15 @@ static int get_labels(json_t *o, vt_alloc *a, vt_err *err)
             free(r);
             return -1;
         }
-        for (int c = 0; c < VT_NLABELLED; c++)
-            if (!strcmp(cat, names[c]))
-                r[used++] = (label_range){off, off + len, c};
+        int c = vt_label_category(cat, strlen(cat));
+        if (c >= 0)
+            r[used++] = (vt_label_range){off, off + len, c};
     }
-    qsort(r, used, sizeof *r, by_offset);
-    int64_t covered = 0; /* bytes below this offset are counted */
-    for (size_t i = 0; i < used; i++) {
-        int64_t from = r[i].off > covered ? r[i].off : covered;
-        if (r[i].end > from) {
-            a->labelled[r[i].cat] += r[i].end - from;
-            covered = r[i].end;
-        }
-    }
+    int rc = vt_labels_sum(r, used, a);
     free(r);
-    return 0;
+    if (rc)
+        vt_err_set(err, "labels: out of memory");
+    return rc;
 }
 
 static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
@@ -788,7 +766,7 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
         get_container(o, "death", JSON_OBJECT, NULLABLE, &death, err) ||
         (death && get_moment(o, "death", c->s->steps, &a->death, err)))
         return -1;
-    if (c->device_index[device] < 0) {
+    if (c->lim.device_index[device] < 0) {
         vt_err_set(err, "device: %lld is not in devices[]", (long long)device);
         return -1;
     }
@@ -803,7 +781,7 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     a->size = size;
     a->device = (int32_t)device;
     a->site = (int32_t)site;
-    a->kind = (uint8_t)kind_of(kind);
+    a->kind = (uint8_t)vt_alloc_kind_of(kind, strlen(kind));
     a->alive_at_end = !death;
     json_t *from = json_object_get(o, "birth_phase_from");
     a->birth_from_stack =
@@ -812,9 +790,27 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     return get_labels(o, a, err);
 }
 
+/* The tree reader's reading of an element the fast reader took: the same, or an error. */
+static int cross_check(const alloc_ctx *c, size_t i, vt_err *err)
+{
+    vt_alloc tree;
+    memset(&tree, 0, sizeof tree);
+    json_t *o = parse_piece(c->s, c->spans[i], err);
+    int r = o ? alloc_fields(c, o, &tree, err) : -1;
+    json_decref(o);
+    if (r == 0 && !vt_alloc_same(&tree, &c->out[i]))
+        vt_err_set(err, ": the fast reader read it otherwise (%s)", VT_CHECK_READERS);
+    else if (r == 0)
+        r = 1;
+    free(tree.labelled);
+    return r == 1 ? 0 : fail_at(c->s, err, "%s[%zu]", c->key, i);
+}
+
 static int parse_alloc(void *ctx, size_t i, vt_err *err)
 {
     const alloc_ctx *c = ctx;
+    if (vt_alloc_sax(&c->lim, c->spans[i].p, c->spans[i].len, &c->out[i]))
+        return c->check ? cross_check(c, i, err) : 0;
     json_t *o = parse_piece(c->s, c->spans[i], err);
     if (!o)
         return -1;
@@ -913,7 +909,8 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
         vt_err_set(err, "%s: out of memory for %zu allocations", s->path, n);
         return -1;
     }
-    alloc_ctx c = {s, spans, device_index, s->allocs, "allocations"};
+    alloc_ctx c = {s,         spans,         {s->steps, s->nsites, device_index},
+                   s->allocs, "allocations", getenv(VT_CHECK_READERS) != NULL};
 
     if (parallel_for(n, parse_alloc, &c, err))
         return -1;
@@ -1247,7 +1244,8 @@ static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
         }
     int16_t device_index[VT_MAX_DEVICE + 1];
     device_indexes(s, device_index);
-    alloc_ctx ac = {s, big->hallocs.elems, device_index, s->hextra, VT_K_HISTORY_ALLOCATIONS};
+    alloc_ctx ac = {s,         big->hallocs.elems,       {s->steps, s->nsites, device_index},
+                    s->hextra, VT_K_HISTORY_ALLOCATIONS, getenv(VT_CHECK_READERS) != NULL};
     hevent_ctx ec = {s, big->hevents.elems, ids};
     int r = parallel_for(nextra, parse_alloc, &ac, err) ||
             parallel_for(nev, parse_hevent, &ec, err) || resolve_hevents(s, ids, err);

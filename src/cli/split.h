@@ -1,8 +1,9 @@
 /* Finds the boundaries of the top-level members of a JSON object and of the elements of an
- * array, without parsing them, so that jansson can parse a large snapshot piece by piece and in
+ * array, without parsing them, so that a large snapshot can be parsed piece by piece and in
  * parallel (a whole-document parse of a 100 MB snapshot takes seconds and a gigabyte). Every
- * piece is then parsed by jansson, which rejects any piece that is not exactly one JSON value;
- * together with the separators checked here, that validates the whole document. */
+ * piece is then parsed by jansson or, for allocations, yajl (alloc_read.c), which reject any
+ * piece that is not exactly one JSON value; together with the separators checked here, that
+ * validates the whole document. */
 #ifndef VT_SPLIT_H
 #define VT_SPLIT_H
 
