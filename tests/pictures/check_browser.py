@@ -5,13 +5,18 @@ Each page must render (data-rendered="true" on the root) with no console message
 Content-Security-Policy violations are console messages) and no network request made for the
 page (chromium's net log, recorded with every request sent to a dead proxy); each device's
 chart is an <svg> with one <path> per category; the bill table holds the report's exact
-figures. A screenshot of each page is kept beside this test's build folder."""
+figures. A screenshot of each page is kept beside this test's build folder. On the training
+run's page, real mouse input (the DevTools protocol over a pipe, no port) zooms to a step and
+hovers inside it: the axis then spans that step and the hover box shows the figures of the
+moment under the pointer."""
+import fcntl
 import html.parser
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 from common import (CATS, ENV, check, cli, expect, finish, imported, page_data, report,
                     report_categories, simulated, tmpdir)
@@ -107,6 +112,133 @@ def browse(name, snap_path, out, artefacts):
     return dom
 
 
+class Browser:
+    """chromium driven through the DevTools protocol on --remote-debugging-pipe (fds 3 and 4):
+    no port is opened."""
+
+    def __init__(self, profile):
+        to_browser, self.w = os.pipe()
+        self.r, from_browser = os.pipe()
+        # above the fds the child is given, so that the dup2 below cannot clobber them
+        to_browser, from_browser = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in
+                                    (to_browser, from_browser))
+
+        def fds():
+            os.dup2(to_browser, 3)
+            os.dup2(from_browser, 4)
+
+        self.p = subprocess.Popen([CHROMIUM, *FLAGS, "--user-data-dir=" + profile,
+                                   "--remote-debugging-pipe", "about:blank"],
+                                  preexec_fn=fds, pass_fds=(3, 4, to_browser, from_browser),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        os.close(to_browser)
+        os.close(from_browser)
+        self.buf, self.n, self.session = b"", 0, None
+
+    def call(self, method, **params):
+        self.n += 1
+        msg = {"id": self.n, "method": method, "params": params}
+        if self.session:
+            msg["sessionId"] = self.session
+        os.write(self.w, json.dumps(msg).encode() + b"\0")
+        while True:
+            while b"\0" not in self.buf:
+                chunk = os.read(self.r, 1 << 16)
+                if not chunk:
+                    raise RuntimeError("chromium closed the pipe")
+                self.buf += chunk
+            line, self.buf = self.buf.split(b"\0", 1)
+            reply = json.loads(line)
+            if reply.get("id") == self.n:
+                if "error" in reply:
+                    raise RuntimeError("%s: %s" % (method, reply["error"]))
+                return reply["result"]
+
+    def open(self, url):
+        target = self.call("Target.createTarget", url=url)["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target,
+                                 flatten=True)["sessionId"]
+        for _ in range(200):
+            if self.js("document.documentElement.dataset.rendered") == "true":
+                return True
+            time.sleep(0.05)
+        return False
+
+    def js(self, expr):
+        return self.call("Runtime.evaluate", expression=expr, returnByValue=True)[
+            "result"].get("value")
+
+    def mouse(self, kind, x, y):
+        self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
+                  clickCount=1 if kind != "mouseMoved" else 0)
+
+    def close(self):
+        os.close(self.w)
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        os.close(self.r)
+
+
+def js_bytes(b):
+    """The page's byte figures (view.js: bytes())."""
+    if abs(b) < 1024:
+        return "%d B" % b
+    v, u = abs(b) / 1024, 0
+    while v >= 1024 and u < 4:
+        v, u = v / 1024, u + 1
+    return "%s%.2f %s" % ("-" if b < 0 else "", v, ["KiB", "MiB", "GiB", "TiB", "PiB"][u])
+
+
+def js_secs(t):
+    return "%.3f ms" % (t * 1000) if t < 1 else "%.3f s" % t
+
+
+def zoom_and_hover(page, out):
+    """Clicks device 0's "step 1" button, then hovers halfway between the two points of the
+    history furthest apart within that step."""
+    data = page_data(page)
+    dev = data["devices"][0]
+    spans = [s for s in dev["timeline"] if s["step"] == 1]
+    x0 = min(s["start_s"] for s in spans)
+    x1 = max(data["end_s"] if s["end_s"] is None else s["end_s"] for s in spans)
+    b = Browser(os.path.join(out, "profile-input"))
+    try:
+        check(b.open("file://" + page), "input: the page rendered")
+        sel = 'document.querySelector(\'svg.vt-chart[data-device="0"]\')'
+        button = b.js("(function(){const b=[...%s.parentNode.querySelectorAll('.zoom button')]"
+                      ".find(e=>e.textContent==='step 1');const r=b.getBoundingClientRect();"
+                      "return [r.left+r.width/2,r.top+r.height/2];})()" % sel)
+        b.mouse("mousePressed", *button)
+        b.mouse("mouseReleased", *button)
+        labels = b.js("[...%s.querySelectorAll('text.xlabel')].map(e=>e.textContent)" % sel)
+        expect(labels, [js_secs(x0), js_secs(x1)], "input: the axis after zooming to step 1")
+        # the chart's geometry (view.js: W, L, R) and where it lies on the screen
+        W, L, R = 1000, 70, 10
+        rect = b.js("(function(){const r=%s.getBoundingClientRect();"
+                    "return [r.left,r.top,r.width,r.height];})()" % sel)
+        w = next(w for w in dev["windows"] if w["exact"] and w["start_s"] <= x0 and x1 <= w["end_s"])
+        inside = [i for i in range(len(w["t"]) - 1) if x0 <= w["t"][i] and w["t"][i + 1] <= x1]
+        i = max(inside, key=lambda i: w["t"][i + 1] - w["t"][i])
+        t = (w["t"][i] + w["t"][i + 1]) / 2
+        px = (w["t"][i + 1] - w["t"][i]) / (x1 - x0) * (W - L - R) * rect[2] / W
+        check(px > 4, "input: %.1f pixels between the points hovered between" % px)
+        x = rect[0] + (L + (t - x0) / (x1 - x0) * (W - L - R)) * rect[2] / W
+        b.mouse("mouseMoved", x, rect[1] + rect[3] / 2)
+        tip = b.js("[...%s.parentNode.querySelectorAll('.tip div')].map(e=>e.textContent)" % sel)
+        span = next(s for s in dev["timeline"] if s["start_s"] <= t <= s["end_s"])
+        want = [c["label"] + ": " + js_bytes(w["cats"][k][i])
+                for k, c in enumerate(data["categories"]) if w["cats"][k][i]]
+        want.append("live: " + js_bytes(sum(c[i] for c in w["cats"])))
+        expect((tip or [""])[0].split(" · ")[1:], [span["phase"], "step %d" % span["step"]],
+               "input: the hover box's phase and step")
+        expect((tip or [])[1:], want, "input: the hover box's figures at %.6f s" % t)
+    finally:
+        b.close()
+
+
 def main():
     if not CHROMIUM:
         print("skip: chromium is not installed (scripts/deps.sh installs it)")
@@ -116,6 +248,7 @@ def main():
     out = tmpdir()
     run = simulated(os.path.join(out, "run") + "/" if os.makedirs(os.path.join(out, "run")) is None else out)
     browse("training-run", run[0], out, artefacts)
+    zoom_and_hover(os.path.join(out, "training-run.html"), out)
     os.makedirs(os.path.join(out, "oom"))
     pm = [s for s in simulated(os.path.join(out, "oom"), ("--batch", "4"),
                                {"STANDIN_CAPACITY": str(40 << 20)}, want_exit=1) if ".oom" in s]
