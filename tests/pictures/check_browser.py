@@ -196,6 +196,35 @@ def js_secs(t):
     return "%.3f ms" % (t * 1000) if t < 1 else "%.3f s" % t
 
 
+def flame_zoom(b, dev):
+    """A click on the biggest frame under the icicle's root makes it the root (it spans the
+    whole width with its bytes); a click on that root goes back up."""
+    sel = 'document.querySelector(\'svg.vt-flame[data-device="0"]\')'
+    frames = ("[...%s.querySelectorAll('g.frame')].map(g=>{const r=g.querySelector('rect');"
+              "const b=r.getBoundingClientRect();return [+r.getAttribute('data-bytes'),"
+              "g.querySelector('title').textContent.split(' — ')[0],+r.getAttribute('x'),"
+              "+r.getAttribute('y'),b.left+b.width/2,b.top+b.height/2];})" % sel)
+    root = dev["flame"]
+    big = max(root["children"], key=lambda c: c["value"])
+    shown = b.js(frames)
+    target = next((f for f in shown if f[3] > 0 and f[1] == big["name"] and f[0] == big["value"]),
+                  None)
+    check(target is not None, "input: the icicle draws %r under its root" % big["name"])
+    if target is None:
+        return
+    b.mouse("mousePressed", target[4], target[5])
+    b.mouse("mouseReleased", target[4], target[5])
+    shown = b.js(frames)
+    expect(shown[0][:4], [big["value"], big["name"], 0, 0], "input: the clicked frame is the root")
+    under = sorted((f[1], f[0]) for f in shown if f[3] == shown[1][3]) if len(shown) > 1 else []
+    expect(under, sorted((c["name"], c["value"]) for c in big.get("children", [])
+                         if c["value"] * 1000 / big["value"] >= 0.3),
+           "input: its children under it")
+    b.mouse("mousePressed", shown[0][4], shown[0][5])
+    b.mouse("mouseReleased", shown[0][4], shown[0][5])
+    expect(b.js(frames)[0][:2], [root["value"], root["name"]], "input: a click on the root goes up")
+
+
 def zoom_and_hover(page, out):
     """Clicks device 0's "step 1" button, then hovers halfway between the two points of the
     history furthest apart within that step."""
@@ -235,6 +264,7 @@ def zoom_and_hover(page, out):
         expect((tip or [""])[0].split(" · ")[1:], [span["phase"], "step %d" % span["step"]],
                "input: the hover box's phase and step")
         expect((tip or [])[1:], want, "input: the hover box's figures at %.6f s" % t)
+        flame_zoom(b, dev)
     finally:
         b.close()
 
