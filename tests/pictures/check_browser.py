@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from common import (CATS, ENV, check, cli, expect, finish, imported, page_data, report,
+from common import (CATS, ENV, check, cli, expect, finish, imported, load, page_data, report,
                     report_categories, simulated, tmpdir)
 
 CHROMIUM = shutil.which("chromium")
@@ -37,8 +37,11 @@ class Dom(html.parser.HTMLParser):
         self.charts = {}  # device -> [category of each path]
         self.cells = {}   # (device, category) -> data-bytes of the bill table
         self.oom_size = None
+        self.oom_row = []  # the post-mortem table's cells: [data-bytes or None, text]
         self._device = None
         self._chart = None
+        self._postmortem = False
+        self._cell = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -57,6 +60,19 @@ class Dom(html.parser.HTMLParser):
             self.cells[(self._device, a["data-category"])] = int(a["data-bytes"])
         if tag == "td" and a.get("id") == "oom-size":
             self.oom_size = int(a["data-bytes"])
+        if tag == "section":
+            self._postmortem = "postmortem" in (a.get("class") or "").split()
+        if tag == "td" and self._postmortem:
+            self._cell = [int(a["data-bytes"]) if a.get("data-bytes") else None, ""]
+            self.oom_row.append(self._cell)
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
 
 
 def page_requests(netlog):
@@ -284,6 +300,13 @@ def main():
                                {"STANDIN_CAPACITY": str(40 << 20)}, want_exit=1) if ".oom" in s]
     dom = browse("post-mortem", pm[0], out, artefacts)
     expect(dom.oom_size, 4 << 20, "post-mortem: the failed request on the page")
+    # the stand-in's 40 MiB: what was free when 4 MiB were asked is what the live set left
+    oom, live = load(pm[0])["oom"], report(pm[0])["oom"]["live_bytes"]
+    expect([c[0] for c in dom.oom_row[:4]], [4 << 20, (40 << 20) - live, None, live],
+           "post-mortem: asked, free, total and live on the page")
+    expect([c[1] for c in dom.oom_row[2:]][:1] + [c[1] for c in dom.oom_row[5:]],
+           ["40.00 MiB", "%s · %s of step %d" % (js_secs(oom["time_s"]), oom["phase"], oom["step"]),
+            oom["api"]], "post-mortem: total, when and the call on the page")
     browse("kineto-import", imported("synthetic.pt.trace.json", out), out, artefacts)
     browse("pickle-import", imported("synthetic.pickle", out), out, artefacts)
     print("screenshots in " + artefacts)
