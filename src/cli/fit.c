@@ -196,8 +196,43 @@ static int x_from_record(const vt_snapshot *s, fit_run *run, vt_err *err)
     return 0;
 }
 
-static int take_point(const vt_snapshot *s, const vt_bill *bill, int64_t x, vt_fit_point *p,
-                      vt_err *err)
+/* The categories at each phase's largest live bytes that the allocation history shows: the
+ * first moment of an exact window, inside one of the phase's instances, where the live bytes
+ * equal that phase's peak. */
+static int history_cats(vt_snapshot *s, const vt_bill *bill, vt_fit_point *p, vt_err *err)
+{
+    vt_tl_span *spans;
+    size_t nspans;
+    if (vt_timeline_load(s, bill->dev->device, &spans, &nspans, err))
+        return -1;
+    int r = 0;
+    for (size_t w = 0; w < s->nwindows && !r; w++) {
+        vt_series sr;
+        if ((r = vt_series_build(s, &s->windows[w], bill->dev->device, false, SIZE_MAX / 2, &sr,
+                                 err)))
+            break;
+        /* points and phase instances both in time order */
+        for (size_t k = 0, j = 0; sr.exact && k < sr.npts; k++) {
+            const vt_point *pt = &sr.pts[k];
+            while (j < nspans && spans[j].end_s < pt->t)
+                j++;
+            for (size_t i = j; i < nspans && spans[i].start_s <= pt->t; i++) {
+                vt_phase ph = spans[i].phase;
+                if (pt->t > spans[i].end_s || p->phase_cats[ph][0] >= 0 ||
+                    vt_point_total(pt) != p->phase_bytes[ph])
+                    continue;
+                for (int c = 0; c < VT_FIT_NCATS; c++)
+                    p->phase_cats[ph][c] = pt->cat[c];
+                p->phase_cats[ph][VT_FIT_UNATTRIBUTED] += pt->cat[VT_CAT_UNATTRIBUTED_TRANSIENT];
+            }
+        }
+        vt_series_free(&sr);
+    }
+    free(spans);
+    return r;
+}
+
+static int take_point(vt_snapshot *s, const vt_bill *bill, int64_t x, vt_fit_point *p, vt_err *err)
 {
     vt_phase_peaks peaks;
     if (vt_phase_peaks_load(s, bill->dev, &peaks, err))
@@ -213,11 +248,14 @@ static int take_point(const vt_snapshot *s, const vt_bill *bill, int64_t x, vt_f
     if (!bill->native)
         p->cat_bytes[VT_FIT_UNATTRIBUTED] += bill->cat_bytes[VT_CAT_UNATTRIBUTED_TRANSIENT];
     memcpy(p->phase_bytes, peaks.bytes, sizeof p->phase_bytes);
-    return 0;
+    for (int ph = 0; ph < VT_FIT_NPHASES; ph++)
+        p->phase_cats[ph][0] = -1;
+    memcpy(p->phase_cats[d->peak_phase], p->cat_bytes, sizeof p->cat_bytes);
+    return bill->native || !s->phase_markers ? 0 : history_cats(s, bill, p, err);
 }
 
 /* The first run decides which devices are fitted; every other run must have them. */
-static int add_run(const vt_loaded *l, size_t run, size_t nruns, int64_t x, fit_device **devs,
+static int add_run(vt_loaded *l, size_t run, size_t nruns, int64_t x, fit_device **devs,
                    size_t *ndevs, vt_err *err)
 {
     if (run == 0) {
@@ -369,9 +407,15 @@ static void assumptions(const fit_device *fd, const vt_fit_prediction *const *pr
         say(ls, "the peak moved between phases: %s", list);
     }
     if (f->have_cats) {
-        runs_in(f, f->cat_phase, buf, sizeof buf);
-        say(ls, "categories are measured at each run's peak: they are fitted at the %s peak (%s)",
-            phase_label(f->cat_phase), buf);
+        size_t used_runs = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < f->n && used_runs < sizeof buf; i++)
+            if (vt_fit_run_has_cats(f, i))
+                used_runs += (size_t)snprintf(
+                    buf + used_runs, sizeof buf - used_runs, "%sX=%lld%s", used_runs ? ", " : "",
+                    (long long)f->pts[i].x,
+                    f->pts[i].peak_phase == f->cat_phase ? "" : " from its allocation history");
+        say(ls, "categories are fitted at the %s peak (%s)", phase_label(f->cat_phase), buf);
         char fixed[256] = "";
         used = 0;
         for (int c = 0; c < VT_FIT_NCATS; c++)
@@ -390,8 +434,8 @@ static void assumptions(const fit_device *fd, const vt_fit_prediction *const *pr
         say(ls, "categories are not fitted: %s",
             f->pts[0].cat_bytes[0] < 0
                 ? "the runs recorded allocator segments (native mode), not tensors"
-                : "they are measured at each run's peak, and fewer than two runs share the "
-                  "phase of the peak at the largest X");
+                : "fewer than two runs know them at the peak of the phase that dominates at "
+                  "the largest X (at their own peak, or from their allocation history)");
     }
     for (int ph = 0; ph < VT_FIT_NPHASES; ph++)
         if (f->phase_modelled[ph] && f->phase[ph].kind == VT_GROW_QUADRATIC)
@@ -441,19 +485,24 @@ static void warnings(const fit_device *fd, const fit_run *runs, lines *ls)
         if (!f->fixed_changed[c])
             continue;
         size_t lo = 0, hi = 0;
-        for (size_t i = 0; i < f->n; i++) {
-            if (f->pts[i].peak_phase != f->cat_phase)
+        const int ph = f->cat_phase;
+        while (lo < f->n && !vt_fit_run_has_cats(f, lo))
+            lo++;
+        hi = lo;
+        for (size_t i = lo; i < f->n; i++) {
+            if (!vt_fit_run_has_cats(f, i))
                 continue;
-            if (f->pts[i].cat_bytes[c] < f->pts[lo].cat_bytes[c])
+            if (f->pts[i].phase_cats[ph][c] < f->pts[lo].phase_cats[ph][c])
                 lo = i;
-            if (f->pts[i].cat_bytes[c] > f->pts[hi].cat_bytes[c])
+            if (f->pts[i].phase_cats[ph][c] > f->pts[hi].phase_cats[ph][c])
                 hi = i;
         }
         say(ls,
             "%s changed between the runs (%s at X=%lld, %s at X=%lld): they depend on the model "
             "and the optimizer, not on X; are these runs of the same job?",
-            vt_fit_cat_label(c), vt_fmt_bytes(a, f->pts[lo].cat_bytes[c]), (long long)f->pts[lo].x,
-            vt_fmt_bytes(b, f->pts[hi].cat_bytes[c]), (long long)f->pts[hi].x);
+            vt_fit_cat_label(c), vt_fmt_bytes(a, f->pts[lo].phase_cats[ph][c]),
+            (long long)f->pts[lo].x, vt_fmt_bytes(b, f->pts[hi].phase_cats[ph][c]),
+            (long long)f->pts[hi].x);
     }
     for (int c = 0; c < VT_FIT_NCATS && f->have_cats; c++)
         if (f->cat[c].off && !f->fixed_changed[c])
@@ -474,7 +523,7 @@ static void fix_worst_runs(vt_fit *f)
     for (int c = 0; c < VT_FIT_NCATS && f->have_cats; c++) {
         size_t k = 0;
         for (size_t i = 0; i < f->n; i++)
-            if (f->pts[i].peak_phase == f->cat_phase && k++ == f->cat[c].worst_run) {
+            if (vt_fit_run_has_cats(f, i) && k++ == f->cat[c].worst_run) {
                 f->cat[c].worst_run = i;
                 break;
             }

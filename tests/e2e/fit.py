@@ -141,17 +141,27 @@ def moved():
            "fitted where the optimizer dominates, predicted at 16")
     expect(p.get("categories"), None, "no categories where no run measured them")
     expect(f.get("fit_phase"), "optimizer", "categories fitted at the optimizer peak")
-    # a pair whose peaks fall in different phases
+    # a pair whose peaks fall in different phases: the categories at the backward peak (the
+    # largest X's) come from run 16's own peak and from run 4's allocation history, so the
+    # bill is predicted where backward dominates, exactly
     for x in (6, 12):
         f = fit_json(arg(4), arg(16), "--predict", str(x))
         p = f.get("predicted", {})
         expect((p.get("phase"), p.get("peak_bytes")), (phase[x], runs[x][0]["peak"]),
                "fitted from 4 and 16, predicted at %d" % x)
+        expect(p.get("categories"),
+               dict(bill_of(runs[x][0]), unattributed=0) if phase[x] == "backward" else None,
+               "the bill predicted at %d" % x)
     expect(f.get("peak_moved"), True, "peak_moved")
-    expect(f.get("fit"), {}, "no category fit across different phases")
+    expect(f.get("fit_phase"), "backward", "categories fitted at the backward peak")
+    expect(f.get("fit", {}).get("activations", {}).get("growth"), "linear",
+           "activations fitted across runs whose peaks differ: %r" % f.get("fit"))
     expect(any("moved between phases: backward at X=16; optimizer at X=4" in a
                for a in f.get("assumptions", [])), True,
            "the assumptions say the peak moved: %r" % f.get("assumptions"))
+    expect(any("fitted at the backward peak (X=4 from its allocation history, X=16)" in a
+               for a in f.get("assumptions", [])), True,
+           "the assumptions say where the categories come from: %r" % f.get("assumptions"))
 
 
 def with_record(snap, batch, out):

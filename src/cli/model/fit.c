@@ -143,7 +143,12 @@ int64_t vt_growth_at(const vt_growth *g, int64_t x)
 
 /* --- one device over the runs ----------------------------------------------------------- */
 
-/* The runs whose peak fell in the phase the categories are fitted at. */
+bool vt_fit_run_has_cats(const vt_fit *f, size_t i)
+{
+    return f->pts[i].phase_cats[f->cat_phase][0] >= 0;
+}
+
+/* The phase the categories are fitted at, and the runs that know them there. */
 static void choose_cat_runs(vt_fit *f, const int64_t *xs)
 {
     const vt_fit_point *pts = f->pts;
@@ -156,13 +161,10 @@ static void choose_cat_runs(vt_fit *f, const int64_t *xs)
     f->cat_phase = pts[last].peak_phase;
     int64_t x[f->n];
     f->cat_runs = 0;
-    bool known = true;
     for (size_t i = 0; i < f->n; i++)
-        if (pts[i].peak_phase == f->cat_phase) {
+        if (vt_fit_run_has_cats(f, i))
             x[f->cat_runs++] = xs[i];
-            known &= pts[i].cat_bytes[0] >= 0;
-        }
-    f->have_cats = known && distinct(x, f->cat_runs) >= 2;
+    f->have_cats = distinct(x, f->cat_runs) >= 2;
 }
 
 static void fit_categories(vt_fit *f)
@@ -171,9 +173,9 @@ static void fit_categories(vt_fit *f)
     for (int c = 0; c < VT_FIT_NCATS; c++) {
         size_t k = 0;
         for (size_t i = 0; i < f->n; i++)
-            if (f->pts[i].peak_phase == f->cat_phase) {
+            if (vt_fit_run_has_cats(f, i)) {
                 x[k] = f->pts[i].x;
-                y[k++] = f->pts[i].cat_bytes[c];
+                y[k++] = f->pts[i].phase_cats[f->cat_phase][c];
             }
         vt_growth_fit(x, y, k, &f->cat[c]);
         f->fixed_changed[c] =

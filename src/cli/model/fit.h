@@ -43,7 +43,10 @@ typedef struct {
     int64_t peak_bytes;
     int64_t cat_bytes[VT_FIT_NCATS];     /* at the peak */
     int64_t phase_bytes[VT_NPHASES + 1]; /* each phase's largest live bytes */
-    int64_t reserved_bytes, used_bytes;  /* allocator reserved and device used at the peak */
+    /* the categories at each phase's largest live bytes: at the peak's phase the bill, at the
+     * others what the allocation history shows at that moment; [0] -1 where unknown */
+    int64_t phase_cats[VT_NPHASES + 1][VT_FIT_NCATS];
+    int64_t reserved_bytes, used_bytes; /* allocator reserved and device used at the peak */
 } vt_fit_point;
 
 /* The phases a prediction considers: those measured in every run (index VT_NOPHASE holds the
@@ -55,9 +58,9 @@ typedef struct {
     size_t n;
     bool phase_modelled[VT_FIT_NPHASES];
     vt_growth phase[VT_FIT_NPHASES];
-    /* Categories are known only at each run's peak: they are fitted over the runs whose peak
-     * fell in cat_phase (every run's, unless the peak moved between phases; then the phase of
-     * the run with the largest X), when those have two distinct X and categories. */
+    /* Categories are fitted at one phase's peak, cat_phase: that of the run with the largest
+     * X, over the runs that know the categories there (at their own peak, or from the
+     * allocation history at that phase's peak), when those have two distinct X. */
     bool have_cats, peak_moved;
     vt_phase cat_phase;
     size_t cat_runs;
@@ -72,6 +75,8 @@ typedef struct {
 } vt_fit;
 
 void vt_fit_build(const vt_fit_point *pts, size_t n, vt_fit *f);
+/* Whether run i knows the categories at cat_phase's peak (and so was fitted). */
+bool vt_fit_run_has_cats(const vt_fit *f, size_t i);
 
 typedef struct {
     int64_t x;
