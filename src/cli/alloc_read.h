@@ -40,5 +40,7 @@ bool vt_alloc_same(const vt_alloc *a, const vt_alloc *b);
  * by the tree reader too, and a difference fails the load: a field added to one reader and not
  * the other shows in every test that reads a file with it. */
 #define VT_CHECK_READERS "VT_CHECK_READERS"
+/* the message that fails the load then (after the element's place) */
+#define VT_READERS_DIFFER "the fast reader read it otherwise"
 
 #endif

@@ -799,7 +799,7 @@ static int cross_check(const alloc_ctx *c, size_t i, vt_err *err)
     int r = o ? alloc_fields(c, o, &tree, err) : -1;
     json_decref(o);
     if (r == 0 && !vt_alloc_same(&tree, &c->out[i]))
-        vt_err_set(err, ": the fast reader read it otherwise (%s)", VT_CHECK_READERS);
+        vt_err_set(err, ": " VT_READERS_DIFFER " (%s)", VT_CHECK_READERS);
     else if (r == 0)
         r = 1;
     free(tree.labelled);
