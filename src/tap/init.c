@@ -445,7 +445,7 @@ __attribute__((constructor)) static void vt_init(void)
     vt_cfg.oom_max = env_int("VRAMTAP_OOM_MAX", 4, 0, 1000);
     vt_cfg.interim_s = env_int("VRAMTAP_INTERIM_S", 60, 0, 86400);
     vt_cfg.history_steps = env_int("VRAMTAP_HISTORY_STEPS", 3, 0, 1 << 20);
-    vt_cfg.history_events = env_int("VRAMTAP_HISTORY_EVENTS", 262144, 0, 1 << 28);
+    vt_cfg.history_events = env_int("VRAMTAP_HISTORY_EVENTS", 1000000, 0, 1 << 28);
     const char *out = getenv("VRAMTAP_OUT");
     if (out && *out)
         snprintf(vt_cfg.out_dir, sizeof vt_cfg.out_dir, "%s", out);
