@@ -1,7 +1,7 @@
 /* The snapshot file's top-level keys, one list for everything that writes or reads one: the
  * library's writer (src/tap/snapshot.c and the files it hands parts of the document to), the
- * command's reader (src/cli/load.c) and its writer of imported snapshots
- * (src/cli/snapshot_write.c). A new key is added here first and documented in
+ * command's reader (src/cli/read/load.c) and its writer of imported snapshots
+ * (src/cli/import/snapshot_write.c). A new key is added here first and documented in
  * docs/snapshot-format.md: tests/cli/check_schema.py fails on a key a file holds that is not
  * here, and on a key here that the format's documentation does not describe. */
 #ifndef VT_SNAPSHOT_KEYS_H

@@ -1,4 +1,4 @@
-/* The fast reader of allocation elements (src/cli/alloc_read.c) against the tree reader of
+/* The fast reader of allocation elements (src/cli/read/alloc_read.c) against the tree reader of
  * load.c: every element the fast reader takes, the tree reader takes with the same figures, and
  * every element the tree reader refuses, the fast reader leaves to it. The tree reader is made
  * to read an element by a member with an escape in it, which the fast reader never takes. */

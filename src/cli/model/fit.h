@@ -5,7 +5,7 @@
 #ifndef VT_MODEL_FIT_H
 #define VT_MODEL_FIT_H
 
-#include "../snapshot.h"
+#include "snapshot.h"
 
 /* A run is off a model when |measured - model| exceeds this fraction of the measured figure. */
 #define VT_FIT_TOLERANCE 0.02

@@ -3,7 +3,7 @@
  * optimizer's extra fit), and `vramtap fit` models each. */
 #include <stdlib.h>
 
-#include "../snapshot.h"
+#include "snapshot.h"
 
 int vt_phase_peaks_load(const vt_snapshot *snap, const vt_device *dev, vt_phase_peaks *out,
                         vt_err *err)
