@@ -20,6 +20,7 @@ activation checkpointing and micro-batches per optimizer step, set with
 """
 
 import ctypes
+import gc
 import functools
 import operator
 import sys
@@ -200,9 +201,22 @@ def _refresh():
     which parameters have a ``main_grad`` are looked for again after a new root module or
     optimizer and every FULL_EVERY refreshes; gradients and optimizer state (functional
     optimizers replace their state each step) at every one."""
-    global _refreshes
     if _storage is None:
         return
+    # A refresh makes an object per new tensor (a weak reference, a storage): allocations that
+    # would start the cyclic collector, whose full passes over a framework's heap cost more than
+    # the refresh itself. It runs after the refresh instead, if it was on.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _refresh_unguarded()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _refresh_unguarded():
+    global _refreshes
     torch = sys.modules["torch"]
     _refreshes += 1
     new = [[], [], []]
