@@ -79,6 +79,10 @@ def check_perfetto(snap_path, path):
             failures_add = "%s: not a valid trace event: %r" % (where, e)
             check(False, failures_add)
             break
+    # an import that cannot say whether its device was a GPU calls it "device N", never "cuda:N"
+    word = ("device " if snap.get("import", {}).get("device_named") is False else "cuda:")
+    check(not any(e.get("name", "").startswith("cuda:") for e in events) or word == "cuda:",
+          "%s: an unnamed device is called cuda:" % where)
     for sdev in snap["devices"]:
         d = sdev["device"]
         rdev = next(x for x in rep["devices"] if x["device"] == d)
@@ -86,7 +90,7 @@ def check_perfetto(snap_path, path):
         # the trace's own timestamp of that moment (its decimal form may differ in the last bit)
         near = [e["ts"] for e in events if e["ph"] == "C" and abs(e["ts"] - at) <= 1e-6 * at]
         at = near[-1] if near else at
-        counters = [e for e in events if e["ph"] == "C" and e["name"] == "cuda:%d live bytes" % d
+        counters = [e for e in events if e["ph"] == "C" and e["name"] == "%s%d live bytes" % (word, d)
                     and e["ts"] == at]
         check(counters, "%s cuda:%d: no counter at the peak's timestamp" % (where, d))
         if counters:
@@ -100,7 +104,7 @@ def check_perfetto(snap_path, path):
             if rdev["view"] == "tensors":
                 expect([args.get(k, 0) for k in CATS], want,
                        "%s cuda:%d: counters at the peak by category" % (where, d))
-        peaks = [e for e in events if e["ph"] == "i" and e["name"] == "cuda:%d peak" % d]
+        peaks = [e for e in events if e["ph"] == "i" and e["name"] == "%s%d peak" % (word, d)]
         if snap["kind"] != "oom":
             expect([(e["ts"], e["args"]["peak_bytes"]) for e in peaks], [(at, sdev["peak_bytes"])],
                    "%s cuda:%d: the peak's instant event, at the counters' timestamp" % (where, d))

@@ -15,7 +15,7 @@ int vt_print_folded(FILE *out, vt_loaded *l, vt_err *err)
         for (int c = 0; c < VT_NCATS; c++)
             for (size_t i = 0; i < bill->nsites_in[c]; i++) {
                 const vt_site_total *t = &bill->top[c][i];
-                fprintf(out, "cuda:%d;%s", bill->dev->device,
+                fprintf(out, "%s%d;%s", vt_device_word(s), bill->dev->device,
                         bill->native ? "segments" : vt_category_key((vt_category)c));
                 if (t->site < 0) {
                     fputs(";[no stack]", out);

@@ -86,7 +86,7 @@ static json_t *flame_json(vt_snapshot *s, const vt_bill *bill, vt_err *err)
         vt_err_set(err, "%s: out of memory", s->path);
         return NULL;
     }
-    snprintf(root->name, 32, "cuda:%d", bill->dev->device);
+    snprintf(root->name, 32, "%s%d", vt_device_word(s), bill->dev->device);
     bool ok = true;
     for (size_t i = 0; i < s->nallocs && ok; i++) {
         const vt_alloc *a = &s->allocs[i];
@@ -222,6 +222,7 @@ static json_t *page_data(vt_loaded *l, vt_err *err)
                             : json_null());
     json_object_set_new(data, "history_unused",
                         s->history_unused[0] ? json_string(s->history_unused) : json_null());
+    json_object_set_new(data, "device_word", json_string(vt_device_word(&l->snap)));
     json_object_set_new(data, "devices", devs);
     for (size_t i = 0; i < l->nbills; i++) {
         json_t *d = device_json(l, &l->bills[i], err);

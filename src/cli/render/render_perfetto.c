@@ -6,12 +6,14 @@
 #include <string.h>
 
 #include "pictures.h"
+#include "report.h"
 
 enum { TID_PHASES = 1, TID_STEPS = 2, TID_HISTORY = 3 };
 
 typedef struct {
     json_t *events;
     json_int_t pid;
+    const char *dev; /* vt_device_word */
 } trace;
 
 static double us(double s)
@@ -29,7 +31,7 @@ static void counter(trace *t, int device, double time_s, const int64_t cat[VT_NC
 {
     char name[32];
     json_t *args = json_object();
-    snprintf(name, sizeof name, "cuda:%d live bytes", device);
+    snprintf(name, sizeof name, "%s%d live bytes", t->dev, device);
     for (int c = 0; c < VT_NCATS; c++)
         if (!native || c == VT_CAT_UNATTRIBUTED_PERSISTENT)
             json_object_set_new(args, vt_category_key((vt_category)c), json_integer(cat[c]));
@@ -81,7 +83,8 @@ static void device_events(trace *t, const vt_picture *p, const vt_snapshot *s)
         if (!sr->exact)
             continue;
         char name[64];
-        snprintf(name, sizeof name, "cuda:%d history: %s", d->device, vt_window_label(sr->win));
+        snprintf(name, sizeof name, "%s%d history: %s", t->dev, d->device,
+                 vt_window_label(sr->win));
         slice(t, TID_HISTORY, name, sr->win->start_s, sr->win->end_s,
               json_pack("{s:I, s:b}", "events", (json_int_t)sr->nevents, "truncated",
                         sr->win->truncated));
@@ -97,7 +100,7 @@ static void device_events(trace *t, const vt_picture *p, const vt_snapshot *s)
                                                     : json_string(vt_phase_name(d->peak_phase)));
     json_object_set_new(args, "step", json_integer(d->peak_step));
     json_object_set_new(args, "peak_bytes", json_integer(d->peak_bytes));
-    snprintf(name, sizeof name, "cuda:%d peak", d->device);
+    snprintf(name, sizeof name, "%s%d peak", t->dev, d->device);
     if (!oom)
         instant(t, name, d->peak_time_s, args);
     else
@@ -136,7 +139,7 @@ static void phase_events(trace *t, const vt_picture *p, double end)
 static void oom_event(trace *t, const vt_oom *o, bool post_mortem)
 {
     char name[64];
-    snprintf(name, sizeof name, "cuda:%d out of memory", o->device);
+    snprintf(name, sizeof name, "%s%d out of memory", t->dev, o->device);
     instant(t, name, o->time_s,
             json_pack("{s:I, s:s, s:o, s:I, s:o, s:b}", "size", (json_int_t)o->size, "api",
                       o->api ? o->api : "?", "phase",
@@ -163,7 +166,7 @@ int vt_render_perfetto(FILE *out, vt_loaded *l, vt_err *err)
 {
     vt_snapshot *s = &l->snap;
     double end = vt_picture_end(s);
-    trace t = {json_array(), s->pid >= 0 ? s->pid : 0};
+    trace t = {json_array(), s->pid >= 0 ? s->pid : 0, vt_device_word(s)};
     char title[320];
     snprintf(title, sizeof title, "vramtap: %s", s->prog ? s->prog : s->path);
     emit(&t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "tid", 0,

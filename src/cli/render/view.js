@@ -330,7 +330,7 @@
     const o = data.report.oom;
     if (!o) return;
     const s = add(parent, "section", {class: "postmortem"});
-    add(s, "h2", {}, "Out of memory on cuda:" + o.device);
+    add(s, "h2", {}, "Out of memory on " + data.device_word + o.device);
     const free = o.free_bytes === null ? "unknown" : bytes(o.free_bytes);
     const total = o.total_bytes === null ? "unknown" : bytes(o.total_bytes);
     table(s, ["asked", "free", "total", "live (listed)", "outside vramtap's view", "when", "api"], [[
@@ -348,7 +348,7 @@
 
   function device(dev, rdev) {
     const s = add(app, "section", {class: "device", "data-device": dev.device});
-    add(s, "h2", {}, "cuda:" + dev.device + (dev.name ? " · " + dev.name : "") + " · peak " +
+    add(s, "h2", {}, data.device_word + dev.device + (dev.name ? " · " + dev.name : "") + " · peak " +
         bytes(dev.peak_bytes) + " at " + secs(dev.peak_time_s) + ", " + when(dev.peak_phase, dev.peak_step));
     legend(s);
     chart(s, dev);

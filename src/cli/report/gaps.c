@@ -39,6 +39,13 @@ void vt_gaps_of(const vt_snapshot *s, vt_gaps *g)
     }
 }
 
+const char *vt_device_word(const vt_snapshot *s)
+{
+    vt_gaps g;
+    vt_gaps_of(s, &g);
+    return g.device_unnamed ? "device " : "cuda:";
+}
+
 bool vt_lower_bound(const vt_snapshot *s)
 {
     vt_gaps g;

@@ -62,6 +62,9 @@ typedef struct {
     int64_t before_window_bytes; /* live when the recording began, all devices */
 } vt_gaps;
 void vt_gaps_of(const vt_snapshot *s, vt_gaps *g);
+/* What a device is called, before its number: "cuda:", or "device " in an import that does not
+ * say whether it was a GPU or the CPU. */
+const char *vt_device_word(const vt_snapshot *s);
 /* Every figure is a lower bound: events were dropped, or an import began after the program
  * had allocated (its peak may have come earlier) or may miss memory. */
 bool vt_lower_bound(const vt_snapshot *s);
