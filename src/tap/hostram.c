@@ -1,8 +1,6 @@
 #include <dirent.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,12 +56,6 @@ static int64_t pss_of(int pid)
 
 int vt_hostram_workers(int *pids, int64_t *pss, int max)
 {
-    static _Atomic int64_t last_ns;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    int64_t now = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec, last = atomic_load(&last_ns);
-    if ((last && now - last < 1000000000) || !atomic_compare_exchange_strong(&last_ns, &last, now))
-        return -1;
     /* every thread's children: a worker may have been started from any thread */
     DIR *tasks = opendir("/proc/self/task");
     if (!tasks)

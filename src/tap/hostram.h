@@ -13,8 +13,8 @@ VT_HIDDEN int64_t vt_hostram_rss(void);
 
 /* This process's children and each one's proportional set size (/proc/PID/smaps_rollup: pages
  * shared copy-on-write with this process are not counted twice), at most `max`; returns how
- * many there are, which may be more than `max`. At most once a second (-1 between, or when
- * /proc cannot be read): reading a large process's smaps costs about a millisecond. */
+ * many there are, which may be more than `max`, or -1 when /proc cannot be read. Reading a
+ * large process's smaps costs about a millisecond: the caller rate-limits it. */
 VT_HIDDEN int vt_hostram_workers(int *pids, int64_t *pss, int max);
 
 /* The "host_ram" member: the high-water mark, the highest sample (`high`, at `high_time_s`

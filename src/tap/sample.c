@@ -106,11 +106,15 @@ static int read_pools(int device, uint64_t sum[4])
     return got ? 0 : -1;
 }
 
-static int rss_due(void)
+/* Reading /proc costs microseconds (resident size) to a millisecond (workers): at most once a
+ * gap each, the first time at once. Threads race for a turn with one compare-and-swap. */
+#define WORKERS_GAP_S 1.0
+static _Atomic double rss_read = -1, workers_read = -1;
+
+static int due(_Atomic double *last, double gap)
 {
-    static _Atomic double last;
-    double now = vt_mono_seconds(), was = atomic_load(&last);
-    return now - was >= PEAK_SAMPLE_GAP_S && atomic_compare_exchange_strong(&last, &was, now);
+    double now = vt_mono_seconds(), was = atomic_load(last);
+    return (was < 0 || now - was >= gap) && atomic_compare_exchange_strong(last, &was, now);
 }
 
 /* Lock held. The workers alive now: each one's highest and latest PSS, and their sum; those
@@ -156,10 +160,12 @@ static void sample(int device, uint8_t reason)
     int have_info = vt_query_meminfo(&free_bytes, &total_bytes) == 0;
     /* A ramp of new peaks samples every allocation: the resident size is read at most once a
      * millisecond there (a /proc read costs a few microseconds), always at phases and failures. */
-    int64_t rss = reason != VT_SAMPLE_PEAK || rss_due() ? vt_hostram_rss() : -1;
+    int64_t rss =
+        reason != VT_SAMPLE_PEAK || due(&rss_read, PEAK_SAMPLE_GAP_S) ? vt_hostram_rss() : -1;
     int pids[VT_MAX_WORKERS];
     int64_t pss[VT_MAX_WORKERS];
-    int nworkers = vt_hostram_workers(pids, pss, VT_MAX_WORKERS);
+    int nworkers =
+        due(&workers_read, WORKERS_GAP_S) ? vt_hostram_workers(pids, pss, VT_MAX_WORKERS) : -1;
     uint64_t pool[4];
     int have_pool = have_info && read_pools(device, pool) == 0;
     vt_capture_restore(capture);
