@@ -13,6 +13,7 @@ frozen_rec vt_frozen_rec(const vt_rec *r)
                         .birth = r->birth,
                         .death = r->death,
                         .site = r->site,
+                        .mpath = r->mpath,
                         .device = r->device,
                         .api = r->api,
                         .kind = r->kind,

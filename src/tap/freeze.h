@@ -14,6 +14,7 @@ typedef struct {
     uintptr_t address;
     vt_mark birth, death;
     uint32_t site;
+    uint32_t mpath;
     int16_t device;
     uint8_t api, kind, dead;
 } frozen_rec;

@@ -5,6 +5,7 @@
 
 #include "identity.h"
 #include "locks.h"
+#include "mpath.h"
 #include "resolve.h"
 #include "sample.h"
 #include "snapshot.h"
@@ -194,6 +195,7 @@ static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, i
     r->device = (int16_t)device;
     r->size = size;
     r->site = site;
+    r->mpath = vt_mpath_now();
     r->id = ++vt_state.next_id;
     anchor(table);
     vt_hash_oom = 0;

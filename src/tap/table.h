@@ -44,6 +44,7 @@ typedef struct vt_rec {
     uintptr_t address; /* VMM: first mapped address, 0 until mapped */
     vt_mark birth, death;
     uint32_t site;
+    uint32_t mpath; /* the nn.Module path current at birth (mpath.h), 0 for none */
     int16_t device;
     uint8_t api, kind;
     uint8_t dead;
