@@ -8,10 +8,13 @@ per category. Ranges are taken at storage level, so views into a flat buffer giv
 The library matches them against the allocations it saw and ignores the rest (host memory), so
 nothing is filtered by device here.
 
-Refreshes run at the first forward of each root module and after each optimizer step. A tensor
-already reported is not looked at again while it lives (a weak reference tells), so a refresh
-costs a dictionary look-up per tensor; only new tensors cost a storage look-up and travel to the
-library.
+Refreshes run at the first forward of each root module and after each optimizer step. What
+usually stays is not looked at again while it lives (a weak reference tells): parameters, buffers
+and optimizer state, whose containers are walked again only when the optimizer's state grows and
+every FULL_EVERY refreshes (until then a replaced state tensor keeps the category the timing rules
+give memory born in the optimizer step and kept: optimizer state). Gradients are made again at
+every step by default (``zero_grad(set_to_none=True)``), so every one is sent at every refresh,
+without a weak reference each: the library knows the ranges it has and ignores them again.
 
 The run record: the root module's class, parameter counts, bytes (all, trainable, buffers) and
 dtypes, the optimizers and the settings that change their memory, the first input's shape, AMP,
@@ -19,6 +22,7 @@ activation checkpointing and micro-batches per optimizer step, set with
 ``vramtap_record_text`` / ``vramtap_record_int`` when they change.
 """
 
+import array
 import ctypes
 import gc
 import functools
@@ -71,9 +75,11 @@ _record = {}
 _storage = None  # Tensor -> its untyped storage: untyped_storage (2.x) or _storage (1.13)
 _backwards_since_step = 0
 _backward_depth = 0
-# Parameters and buffers are looked for in full this often (in refreshes), or when stale.
+# Parameters, buffers and optimizer state are looked for in full this often (in refreshes), or
+# when stale.
 FULL_EVERY = 16
 _module_tensors, _params, _main_grad_params, _stale, _refreshes = [], [], [], True, 0
+_state_sizes = weakref.WeakKeyDictionary()  # optimizer -> len(state) at its latest walk
 
 
 def _guarded(fn):
@@ -133,18 +139,20 @@ def _unseen(tensors):
     return [t for t in tensors if id(t) not in seen]
 
 
-def _ranges(tensors):
-    """Storage ranges of tensors, remembered as seen."""
+def _ranges(tensors, remember=True):
+    """Storage ranges of tensors as a flat [address, bytes, ...] list; remembered as seen unless
+    told otherwise."""
     out = []
     for t in tensors:
         try:
             storage = _storage(t)
-            out.append((storage.data_ptr(), storage.nbytes()))
+            out += (storage.data_ptr(), storage.nbytes())
+        except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
+            continue
+        if remember:
             ref = _Ref(t, _forget)
             ref.key = id(t)
             _seen[ref.key] = ref
-        except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
-            continue
     return out
 
 
@@ -176,24 +184,22 @@ def _new_state_tensors(state, torch, out):
 
 
 def _look_again():
-    """The parameters and buffers of the root modules and the optimizers' parameters."""
+    """The parameters and buffers of the root modules and the optimizers' parameters. Read from
+    each submodule's own dictionaries: Module.parameters() names every one on the way, which
+    costs more than the rest of a refresh."""
     global _module_tensors, _params, _main_grad_params, _stale
-    seen, tensors, params = set(), [], []
-    for module in list(_roots):
-        for p in module.parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                params.append(p)
-        tensors.extend(module.buffers())
+    params, buffers = {}, {}
+    for root in list(_roots):
+        for module in root.modules():
+            params.update((id(p), p) for p in module._parameters.values() if p is not None)
+            buffers.update((id(b), b) for b in module._buffers.values() if b is not None)
     for opt in list(_optimizers):
         for group in opt.param_groups:
-            for p in group["params"]:
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    params.append(p)
+            params.update((id(p), p) for p in group["params"])
+    params = list(params.values())
     # Megatron-style fp32 gradient buffers are set up with the model, before its first forward
     _main_grad_params = [p for p in params if "main_grad" in p.__dict__]
-    _module_tensors, _params, _stale = tensors + params, params, False
+    _module_tensors, _params, _stale = list(buffers.values()) + params, params, False
 
 
 def _refresh():
@@ -219,24 +225,24 @@ def _refresh_unguarded():
     global _refreshes
     torch = sys.modules["torch"]
     _refreshes += 1
-    new = [[], [], []]
-    if _stale or _refreshes % FULL_EVERY == 0:
+    full = _stale or _refreshes % FULL_EVERY == 0
+    ranges = [[], [], []]
+    if full:
         _look_again()
-        new[_PARAMETERS] = _unseen(_module_tensors)
-    seen = _seen
-    new[_GRADIENTS] = [g for g in map(_grad, _params) if g is not None and id(g) not in seen]
-    new[_GRADIENTS] += [g for g in map(_main_grad, _main_grad_params)
-                        if g is not None and id(g) not in seen]
+        ranges[_PARAMETERS] = _ranges(_unseen(_module_tensors))
+    grads = [g for g in map(_grad, _params) if g is not None]
+    grads += [g for g in map(_main_grad, _main_grad_params) if g is not None]
+    ranges[_GRADIENTS] = _ranges(grads, remember=False)
+    state = []
     for opt in list(_optimizers):
-        _new_state_tensors(opt.state, torch, new[_STATE])
-    for cat, tensors in zip(_CATEGORIES, new):
-        ranges = _ranges(tensors)
-        if not ranges:
-            continue
-        flat = (ctypes.c_ulonglong * (2 * len(ranges)))()
-        flat[0::2] = [r[0] for r in ranges]
-        flat[1::2] = [r[1] for r in ranges]
-        _api[0](flat, len(ranges), cat)
+        if full or len(opt.state) != _state_sizes.get(opt):
+            _state_sizes[opt] = len(opt.state)
+            _new_state_tensors(opt.state, torch, state)
+    ranges[_STATE] = _ranges(state)
+    for cat, flat in zip(_CATEGORIES, ranges):
+        if flat:  # array.array fills a buffer four times faster than ctypes does
+            buf = (ctypes.c_ulonglong * len(flat)).from_buffer(array.array("Q", flat))
+            _api[0](buf, len(flat) // 2, cat)
 
 
 def _set(key, value):
