@@ -13,13 +13,14 @@ import fcntl
 import html.parser
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 
 from common import (CATS, ENV, check, cli, expect, finish, imported, load, page_data, report,
-                    report_categories, simulated, tmpdir)
+                    report_categories, simulated, tmpdir, untimed_pickle)
 
 CHROMIUM = shutil.which("chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -108,6 +109,7 @@ def browse(name, snap_path, out, artefacts):
     check(os.path.exists(shot) and os.path.getsize(shot) > 20000, name + ": screenshot " + shot)
     dom = Dom()
     dom.feed(p.stdout)
+    dom.html = p.stdout
     expect((dom.root or {}).get("data-rendered"), "true", name + ": rendered")
     data, rep = page_data(page), report(snap_path)
     for dev in data["devices"]:
@@ -309,7 +311,20 @@ def main():
             oom["api"]], "post-mortem: total, when and the call on the page")
     browse("kineto-import", imported("synthetic.pt.trace.json", out), out, artefacts)
     browse("pickle-import", imported("synthetic.pickle", out), out, artefacts)
+    browse_untimed(out, artefacts)
     print("screenshots in " + artefacts)
+
+
+def browse_untimed(out, artefacts):
+    """A memory snapshot without timestamps: its events are drawn in their order, and the page
+    says so and shows no time."""
+    dom = browse("untimed-pickle-import", untimed_pickle(out), out, artefacts)
+    labels = re.findall(r'<text class="xlabel[^"]*"[^>]*>([^<]*)</text>', dom.html)
+    check(labels and all(re.fullmatch(r"event \d+", l) for l in labels),
+          "untimed pickle: the axis counts events %s" % labels)
+    check("The recording has no timestamps" in dom.html
+          and not re.search(r"\d (ms|s)\b", re.sub(r"<[^>]*>", " ", dom.html.split("<script")[0])),
+          "untimed pickle: the page says so and shows no time")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import random
 import sys
 
 from common import (CATS, check, cli, expect, finish, imported, load, page_data, replay,
-                    report, report_categories, simulated, tmpdir)
+                    report, report_categories, simulated, tmpdir, untimed_pickle)
 
 MAX_POINTS = 3000
 ALLOWED_PH = {"M", "C", "X", "i"}
@@ -63,6 +63,9 @@ def check_perfetto(snap_path, path):
     doc = load(path)
     events = doc["traceEvents"]
     check(isinstance(events, list) and events, where + ": traceEvents")
+    timed = (snap.get("import") or {}).get("times_recorded", True)
+    expect((doc["otherData"]["times_recorded"], "no timestamps" in events[0]["args"]["name"]),
+           (timed, not timed), where + ": whether the times are the recording's")
     for e in events:
         ok = (isinstance(e.get("name"), str) and e.get("ph") in ALLOWED_PH and
               isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int))
@@ -191,6 +194,8 @@ def case_imports():
               "synthetic.pickle", "forward_backward.pickle.gz", "memory_timeline.raw.json"]:
         snap, _ = pictures(imported(f, out), out)
         expect(len(snap["history"]["windows"]), 1, f + ": one history window, the trace")
+    snap, _ = pictures(untimed_pickle(out), out)
+    expect(snap["import"]["times_recorded"], False, "untimed.pickle: imported without times")
 
 
 def case_sparkline():

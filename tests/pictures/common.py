@@ -4,6 +4,7 @@ snapshot's history independently of the command, and checking figures exactly.""
 import glob
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,20 @@ def imported(fixture, out):
     path = os.path.join(out, os.path.basename(fixture) + ".vt.json")
     cli("import", os.path.join(FIXTURES, fixture), "-o", path)
     return path
+
+
+def untimed_pickle(out):
+    """The synthetic memory snapshot with its timestamps taken out, imported; returns the
+    imported snapshot's path."""
+    with open(os.path.join(FIXTURES, "synthetic.pickle"), "rb") as f:
+        snap = pickle.load(f)
+    for trace in snap["device_traces"]:
+        for e in trace:
+            e.pop("time_us", None)
+    path = os.path.join(out, "untimed.pickle")
+    with open(path, "wb") as f:
+        pickle.dump(snap, f)
+    return imported(path, out)
 
 
 def simulated(out, args=("--batch", "4", "--steps", "3"), extra=None, want_exit=0):

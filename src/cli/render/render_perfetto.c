@@ -167,8 +167,13 @@ int vt_render_perfetto(FILE *out, vt_loaded *l, vt_err *err)
     vt_snapshot *s = &l->snap;
     double end = vt_picture_end(s);
     trace t = {json_array(), s->pid >= 0 ? s->pid : 0, vt_device_word(s)};
-    char title[320];
-    snprintf(title, sizeof title, "vramtap: %s", s->prog ? s->prog : s->path);
+    vt_gaps gaps;
+    vt_gaps_of(s, &gaps);
+    /* Without timestamps the events are one microsecond apart in their order: said in the
+     * trace, since Perfetto shows them as times. */
+    char title[400];
+    snprintf(title, sizeof title, "vramtap: %s%s", s->prog ? s->prog : s->path,
+             gaps.times_invented ? " (no timestamps: events in their order, 1 us apart)" : "");
     emit(&t, json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "tid", 0,
                        "args", "name", title));
     thread_name(&t, TID_PHASES, "phases");
@@ -186,9 +191,9 @@ int vt_render_perfetto(FILE *out, vt_loaded *l, vt_err *err)
         vt_picture_free(&p);
     }
     oom_events(&t, s);
-    json_t *doc =
-        json_pack("{s:o, s:s, s:{s:s, s:s}}", "traceEvents", t.events, "displayTimeUnit", "ms",
-                  "otherData", "source", s->path, "generator", "vramtap " VT_VERSION);
+    json_t *doc = json_pack("{s:o, s:s, s:{s:s, s:s, s:b}}", "traceEvents", t.events,
+                            "displayTimeUnit", "ms", "otherData", "source", s->path, "generator",
+                            "vramtap " VT_VERSION, "times_recorded", !gaps.times_invented);
     if (!doc || json_dumpf(doc, out, JSON_COMPACT | JSON_REAL_PRECISION(15)) ||
         fputc('\n', out) == EOF) {
         json_decref(doc);

@@ -30,7 +30,11 @@
     while (v >= 1024 && u + 1 < units.length) { v /= 1024; u++; }
     return sign + v.toFixed(2) + " " + units[u];
   }
+  // A recording without timestamps (some PyTorch memory snapshots) was imported with its events
+  // in their order, one microsecond apart: a time there is an event's place, never a duration.
+  const untimed = !!(data.report.import && data.report.import.times_recorded === false);
   function secs(t) {
+    if (untimed) return "event " + Math.round(t * 1e6);
     return t < 1 ? (t * 1000).toFixed(3) + " ms" : t.toFixed(3) + " s";
   }
   function when(phase, step) {
@@ -41,8 +45,12 @@
     const r = data.report;
     add(app, "h1", {}, "vramtap — " + (r.prog || "?") + (r.pid !== null ? " (pid " + r.pid + ")" : ""));
     const p = add(app, "p", {class: "meta"});
-    p.textContent = data.file + " · " + r.kind + " snapshot · " + r.steps + " steps · " +
-        secs(r.duration_s || 0) + (r.command && r.command.length ? " · " + r.command.join(" ") : "");
+    p.textContent = data.file + " · " + r.kind + " snapshot · " + r.steps + " steps" +
+        (untimed ? "" : " · " + secs(r.duration_s || 0)) +
+        (r.command && r.command.length ? " · " + r.command.join(" ") : "");
+    if (untimed)
+      add(app, "p", {class: "note untimed"}, "The recording has no timestamps: along the charts " +
+          "its events are drawn in their order, evenly spaced, not in time.");
     if (!r.phase_markers)
       add(app, "p", {class: "note"}, "No phase markers in this run: every byte is unattributed.");
     if (r.lower_bound)
