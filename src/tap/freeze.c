@@ -88,6 +88,7 @@ void vt_thaw(frozen *fz)
     vt_history_copy_free(fz->history);
     vt_identity_thaw(fz->identity);
     free(fz->record);
+    free(fz->copies);
     free(fz->recs);
     free(fz->spans);
     free(fz->dev);
@@ -107,6 +108,8 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
     fz->identity = vt_identity_freeze_locked();
     free(fz->record);
     fz->record = vt_record_freeze_locked();
+    free(fz->copies);
+    fz->copies = vt_copies_freeze_locked();
     fz->end_time = vt_clock();
     fz->markers = vt_state.markers;
     fz->step = vt_state.step;

@@ -3,6 +3,7 @@
 #ifndef VT_FREEZE_H
 #define VT_FREEZE_H
 
+#include "copies.h"
 #include "history.h"
 #include "identity.h"
 #include "record.h"
@@ -43,6 +44,7 @@ typedef struct {
     vt_history_copy *history;     /* NULL: no room for it, the file goes without */
     vt_identity_frozen *identity; /* labels of the records and loose ranges; NULL: none */
     vt_record_frozen *record;
+    vt_copies_frozen *copies; /* NULL: no room for it */
 } frozen;
 
 /* Copies the books: for an exit or interim file (oom NULL) the allocations live at each

@@ -6,6 +6,7 @@
 
 #undef cuGetProcAddress
 
+#include "copies.h"
 #include "resolve.h"
 #include "table.h"
 
@@ -248,8 +249,10 @@ static void note_host(CUresult rc, vt_api api, void *p, size_t size)
 {
     if (rc != CUDA_SUCCESS)
         vt_note_fail(api, -1, size, rc, 0);
-    else if (p)
+    else if (p) {
         vt_note_host_alloc(api, (uintptr_t)p, size);
+        vt_copies_pinned_add((uintptr_t)p, size);
+    }
 }
 
 VT_EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
@@ -278,8 +281,10 @@ VT_EXPORT CUresult cuMemFreeHost(void *p)
 {
     REAL_OR_RETURN(cuMemFreeHost);
     int outer = vt_guard_enter();
-    if (recording(outer) && p)
+    if (recording(outer) && p) {
+        vt_copies_pinned_remove((uintptr_t)p);
         vt_note_host_free((uintptr_t)p);
+    }
     CUresult rc = real(p);
     vt_guard_leave();
     return rc;
@@ -310,8 +315,10 @@ void *vt_driver_wrapper(vt_drv which)
 {
     static void *const wrappers[VT_DRV_COUNT] = {
 #define VT_DRV_WRAPPER(name) [VT_DRV_##name] = (void *)name,
-        VT_DRIVER_WRAPPED(VT_DRV_WRAPPER)
+        VT_DRIVER_ALLOCS(VT_DRV_WRAPPER)
 #undef VT_DRV_WRAPPER
     };
-    return (unsigned)which < VT_DRV_COUNT ? wrappers[which] : NULL;
+    if ((unsigned)which >= VT_DRV_COUNT)
+        return NULL;
+    return wrappers[which] ? wrappers[which] : vt_copy_wrapper(which);
 }

@@ -6,6 +6,7 @@
 #define CUDA_ENABLE_DEPRECATED
 #include <cuda_runtime_api.h>
 
+#include "copies.h"
 #include "resolve.h"
 #include "table.h"
 
@@ -196,8 +197,10 @@ static void note_host(int outer, cudaError_t rc, vt_api api, void *p, size_t siz
         return;
     if (rc != cudaSuccess)
         vt_note_fail(api, -1, size, rc, 0);
-    else if (p)
+    else if (p) {
         vt_note_host_alloc(api, (uintptr_t)p, size);
+        vt_copies_pinned_add((uintptr_t)p, size);
+    }
 }
 
 VT_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
@@ -224,8 +227,10 @@ VT_EXPORT cudaError_t cudaFreeHost(void *p)
 {
     REAL_OR_RETURN(cudaFreeHost);
     int outer = vt_guard_enter();
-    if (outer && p && !vt_cfg.disabled)
+    if (outer && p && !vt_cfg.disabled) {
+        vt_copies_pinned_remove((uintptr_t)p);
         vt_note_host_free((uintptr_t)p);
+    }
     cudaError_t rc = real(p);
     vt_guard_leave();
     return rc;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copies.h"
 #include "history.h"
 #include "locks.h"
 #include "notice.h"
@@ -423,6 +424,7 @@ static void fork_child(void)
 {
     vt_table_reset_after_fork();
     vt_history_reset_after_fork();
+    vt_copies_reset_after_fork();
     vt_locks_after_fork_child();
 }
 
@@ -469,6 +471,7 @@ __attribute__((constructor)) static void vt_init(void)
     vt_phase_init();
     vt_stacks_init();
     vt_history_init();
+    vt_copies_init();
     pthread_atfork(vt_locks_before_fork, vt_locks_after_fork, fork_child);
 }
 

@@ -8,9 +8,13 @@
 
 #include "tap.h"
 
-/* Driver functions vramtap wraps (hooks_driver.c defines each), then those it only calls,
- * named as libcuda exports them. */
-#define VT_DRIVER_WRAPPED(X)                                                                       \
+/* Driver functions vramtap wraps, then those it only calls, named as libcuda exports them:
+ * allocations and lookups (hooks_driver.c), copies and host registration
+ * (hooks_copy_driver.c, with the per-thread default stream variants the runtime looks up with
+ * flags 2). */
+#define VT_DRIVER_WRAPPED(X) VT_DRIVER_ALLOCS(X) VT_DRIVER_COPIES(X)
+
+#define VT_DRIVER_ALLOCS(X)                                                                        \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)                                                                         \
     X(cuMemAlloc_v2)                                                                               \
@@ -32,6 +36,52 @@
     X(cuMemAllocHost_v2)                                                                           \
     X(cuMemFreeHost)                                                                               \
     X(cuMemPoolDestroy)
+
+#define VT_DRIVER_COPIES(X)                                                                        \
+    X(cuMemcpy)                                                                                    \
+    X(cuMemcpy_ptds)                                                                               \
+    X(cuMemcpyAsync)                                                                               \
+    X(cuMemcpyAsync_ptsz)                                                                          \
+    X(cuMemcpyPeer)                                                                                \
+    X(cuMemcpyPeer_ptds)                                                                           \
+    X(cuMemcpyPeerAsync)                                                                           \
+    X(cuMemcpyPeerAsync_ptsz)                                                                      \
+    X(cuMemcpyHtoD_v2)                                                                             \
+    X(cuMemcpyHtoD_v2_ptds)                                                                        \
+    X(cuMemcpyDtoH_v2)                                                                             \
+    X(cuMemcpyDtoH_v2_ptds)                                                                        \
+    X(cuMemcpyDtoD_v2)                                                                             \
+    X(cuMemcpyDtoD_v2_ptds)                                                                        \
+    X(cuMemcpyHtoDAsync_v2)                                                                        \
+    X(cuMemcpyHtoDAsync_v2_ptsz)                                                                   \
+    X(cuMemcpyDtoHAsync_v2)                                                                        \
+    X(cuMemcpyDtoHAsync_v2_ptsz)                                                                   \
+    X(cuMemcpyDtoDAsync_v2)                                                                        \
+    X(cuMemcpyDtoDAsync_v2_ptsz)                                                                   \
+    X(cuMemcpy2D_v2)                                                                               \
+    X(cuMemcpy2D_v2_ptds)                                                                          \
+    X(cuMemcpy2DUnaligned_v2)                                                                      \
+    X(cuMemcpy2DUnaligned_v2_ptds)                                                                 \
+    X(cuMemcpy2DAsync_v2)                                                                          \
+    X(cuMemcpy2DAsync_v2_ptsz)                                                                     \
+    X(cuMemcpy3D_v2)                                                                               \
+    X(cuMemcpy3D_v2_ptds)                                                                          \
+    X(cuMemcpy3DAsync_v2)                                                                          \
+    X(cuMemcpy3DAsync_v2_ptsz)                                                                     \
+    X(cuMemcpy3DPeer)                                                                              \
+    X(cuMemcpy3DPeer_ptds)                                                                         \
+    X(cuMemcpy3DPeerAsync)                                                                         \
+    X(cuMemcpy3DPeerAsync_ptsz)                                                                    \
+    X(cuMemcpyBatchAsync)                                                                          \
+    X(cuMemcpyBatchAsync_ptsz)                                                                     \
+    X(cuMemcpyBatchAsync_v2)                                                                       \
+    X(cuMemcpyBatchAsync_v2_ptsz)                                                                  \
+    X(cuMemcpy3DBatchAsync)                                                                        \
+    X(cuMemcpy3DBatchAsync_ptsz)                                                                   \
+    X(cuMemcpy3DBatchAsync_v2)                                                                     \
+    X(cuMemcpy3DBatchAsync_v2_ptsz)                                                                \
+    X(cuMemHostRegister_v2)                                                                        \
+    X(cuMemHostUnregister)
 
 #define VT_DRIVER_CALLED(X)                                                                        \
     X(cuCtxGetDevice)                                                                              \
@@ -89,7 +139,9 @@ VT_HIDDEN int vt_query_meminfo(int64_t *free_bytes, int64_t *total_bytes);
 VT_HIDDEN int vt_capture_relax(void);
 VT_HIDDEN void vt_capture_restore(int mode);
 
-/* Wrappers for the driver functions, defined in hooks_driver.c (NULL for those only called). */
+/* Wrappers for the driver functions, defined in hooks_driver.c (NULL for those only called);
+ * vt_copy_wrapper: those of VT_DRIVER_COPIES, defined in hooks_copy_driver.c (NULL for others). */
 VT_HIDDEN void *vt_driver_wrapper(vt_drv which);
+VT_HIDDEN void *vt_copy_wrapper(vt_drv which);
 
 #endif

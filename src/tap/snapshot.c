@@ -104,6 +104,11 @@ static void history_alloc(FILE *f, void *sm, const vt_rec *r, int *first)
     write_rec(f, &fr, first, sm, NULL); /* history_allocations carry no labels */
 }
 
+static void copy_site(FILE *f, void *sm, uint32_t site)
+{
+    site_ref(f, sm, site);
+}
+
 static double history_seconds(void *ctx, uint64_t ticks)
 {
     (void)ctx;
@@ -415,6 +420,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
             (unsigned long long)fz->host_peak, secs(fz->host_peak_time),
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
     vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time), &fz->workers);
+    vt_copies_write(f, fz->copies, copy_site, &sm);
     fputs(VT_JSON_KEY(VT_K_ALLOCATIONS) "[", f);
     write_allocations(f, fz, &sm);
     fputs("],\n", f);

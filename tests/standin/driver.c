@@ -53,6 +53,7 @@ static void setup(void)
     b->capacity = capacity;
     b->context_bytes = context;
     b->no_default_ctx = no_default;
+    b->host_backed = host_backed;
     bool ok = arena_init(&b->managed, MANAGED_BASE, REGION_SPAN) &&
               arena_init(&b->va, VA_BASE, REGION_SPAN);
     for (int d = 0; d < b->ndev && ok; d++) {

@@ -73,7 +73,8 @@ struct CUmemPoolHandle_st {
     UT_hash_handle hh;
 };
 
-enum block_kind { BLOCK_DEVICE, BLOCK_MANAGED, BLOCK_HOST };
+/* BLOCK_REGISTERED: the caller's memory, page-locked by cuMemHostRegister */
+enum block_kind { BLOCK_DEVICE, BLOCK_MANAGED, BLOCK_HOST, BLOCK_REGISTERED };
 
 /* One allocation from cuMemAlloc*, cuMemAllocManaged, a pool, or pinned host memory. */
 struct block {
@@ -115,10 +116,11 @@ struct books {
     int ndev;
     size_t capacity, context_bytes;
     bool no_default_ctx;
+    bool host_backed; /* device memory is host memory the program may read and write */
     struct device dev[MAX_DEVICES];
     struct arena managed, va;
     struct block *blocks; /* device and managed, keyed by address */
-    struct block *host;   /* pinned host memory, keyed by address */
+    struct block *host;   /* pinned and registered host memory, keyed by address */
     struct CUstream_st *streams;
     struct CUmemPoolHandle_st *pools;
     struct phys *phys;
@@ -147,6 +149,17 @@ HIDDEN CUresult charge(struct books *b, int device, size_t bytes);
 HIDDEN void refund(struct books *b, int device, size_t bytes);
 
 HIDDEN struct CUmemPoolHandle_st *pool_new(struct books *b, int device, bool is_default);
+/* What memory at addr is, interior addresses included: false when the driver does not know it
+ * (pageable host memory). Needs the lock. */
+struct pointer {
+    enum { PTR_DEVICE, PTR_MANAGED, PTR_HOST, PTR_MAPPED } kind;
+    int device;
+    uintptr_t start; /* the allocation, or for VMM the reserved range, as documented */
+    size_t size;
+    CUmemoryPool pool;
+};
+HIDDEN bool identify(struct books *b, uintptr_t addr, struct pointer *out);
+
 /* The VMM mapping holding addr, and the reservation it lies in. */
 HIDDEN bool vmm_lookup(struct books *b, uintptr_t addr, struct vrange **mapping,
                        struct vrange **reservation);

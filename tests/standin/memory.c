@@ -513,6 +513,8 @@ CUresult cuMemFreeHost(void *p)
     uintptr_t key = (uintptr_t)p;
     struct block *blk;
     HASH_FIND(hh, b->host, &key, sizeof key, blk);
+    if (blk && blk->kind != BLOCK_HOST)
+        blk = NULL; /* registered memory is unregistered, not freed */
     if (blk)
         HASH_DEL(b->host, blk);
     unlock_books(b);
@@ -525,23 +527,15 @@ CUresult cuMemFreeHost(void *p)
 
 /* ---- pointer attributes ---- */
 
-struct pointer {
-    enum { PTR_DEVICE, PTR_MANAGED, PTR_HOST, PTR_MAPPED } kind;
-    int device;
-    uintptr_t start; /* the allocation, or for VMM the reserved range, as documented */
-    size_t size;
-    CUmemoryPool pool;
-};
-
-static bool identify(struct books *b, uintptr_t addr, struct pointer *out)
+bool identify(struct books *b, uintptr_t addr, struct pointer *out)
 {
     struct block *blk = containing(b->blocks, addr);
     if (!blk)
         blk = containing(b->host, addr);
     if (blk) {
-        *out = (struct pointer){.kind = blk->kind == BLOCK_HOST      ? PTR_HOST
-                                        : blk->kind == BLOCK_MANAGED ? PTR_MANAGED
-                                                                     : PTR_DEVICE,
+        *out = (struct pointer){.kind = blk->kind == BLOCK_MANAGED  ? PTR_MANAGED
+                                        : blk->kind == BLOCK_DEVICE ? PTR_DEVICE
+                                                                    : PTR_HOST,
                                 .device = blk->device,
                                 .start = blk->addr,
                                 .size = blk->size,

@@ -14,6 +14,7 @@
 #include <cudaTypedefs.h>
 
 #include "log.h"
+#include "runtime.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -63,7 +64,7 @@ static struct {
 
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
-static cudaError_t to_runtime(CUresult r)
+cudaError_t to_runtime(CUresult r)
 {
     switch (r) {
     case CUDA_SUCCESS:
@@ -88,12 +89,16 @@ static cudaError_t to_runtime(CUresult r)
         return cudaErrorNotPermitted;
     case CUDA_ERROR_NOT_SUPPORTED:
         return cudaErrorNotSupported;
+    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
+        return cudaErrorHostMemoryAlreadyRegistered;
+    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
+        return cudaErrorHostMemoryNotRegistered;
     default:
         return cudaErrorUnknown;
     }
 }
 
-static void *lookup(const char *symbol, int version, cuuint64_t flags)
+void *lookup(const char *symbol, int version, cuuint64_t flags)
 {
     void *fn = NULL;
     CUdriverProcAddressQueryResult status;
@@ -166,6 +171,7 @@ static void load_driver(void)
         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
     GET(streamDestroy, "cuStreamDestroy", 4000, 0);
 #undef GET
+    ok &= copy_lookups();
     drv.status = ok ? to_runtime(drv.init(0)) : cudaErrorInsufficientDriver;
 }
 
@@ -173,7 +179,7 @@ static _Thread_local int rt_device; /* cudaSetDevice's choice: 0 until a thread 
 static _Thread_local cudaError_t last_error;
 
 /* Failing calls return through here, so cudaGetLastError sees what the caller saw. */
-static cudaError_t done(cudaError_t e)
+cudaError_t done(cudaError_t e)
 {
     if (e != cudaSuccess)
         last_error = e;
@@ -191,21 +197,29 @@ static cudaError_t load(void)
  * fork() can never catch one held. */
 static _Atomic(CUcontext) primary[MAX_DEVICES];
 
-static CUresult make_current(int device)
+CUresult primary_ctx(int device, CUcontext *ctx)
 {
-    CUcontext ctx = atomic_load(&primary[device]);
-    if (!ctx) {
-        CUresult r = drv.primaryCtxRetain(&ctx, device);
-        if (r != CUDA_SUCCESS)
-            return r;
-        atomic_store(&primary[device], ctx);
-    }
-    return drv.ctxSetCurrent(ctx);
+    if (device < 0 || device >= MAX_DEVICES)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *ctx = atomic_load(&primary[device]);
+    if (*ctx)
+        return CUDA_SUCCESS;
+    CUresult r = drv.primaryCtxRetain(ctx, device);
+    if (r == CUDA_SUCCESS)
+        atomic_store(&primary[device], *ctx);
+    return r;
+}
+
+CUresult make_current(int device)
+{
+    CUcontext ctx;
+    CUresult r = primary_ctx(device, &ctx);
+    return r == CUDA_SUCCESS ? drv.ctxSetCurrent(ctx) : r;
 }
 
 /* For calls that act on the current device: like NVIDIA's runtime, adopt the context the thread
  * already has (set through the driver API, say), else make the runtime's device current. */
-static cudaError_t enter(void)
+cudaError_t enter(void)
 {
     cudaError_t e = load();
     if (e != cudaSuccess)

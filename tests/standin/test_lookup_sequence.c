@@ -1,6 +1,6 @@
 /* The runtime stand-in reaches the driver the way NVIDIA's libcudart.so.13 does: lazily, one
  * dlopen, one dlsym (cuGetProcAddress_v2), a probe, cuGetProcAddress at 11030 and 12000, then the
- * entry points it uses, stream-ordered ones also with flags 2 (_ptsz). */
+ * entry points it uses, stream-ordered ones and copies also with flags 2 (_ptsz, _ptds). */
 #include "check.h"
 #include "test_log.h"
 
@@ -43,6 +43,45 @@ static const char *const expected[] = {
     "[gpa] cuStreamGetDevice ver=12080 flags=0",
     "[gpa] cuStreamGetDevice ver=12080 flags=2",
     "[gpa] cuStreamDestroy ver=4000 flags=0",
+    /* copies: the per-thread default stream forms with flags 2 */
+    "[gpa] cuMemHostRegister ver=6050 flags=0",
+    "[gpa] cuMemHostUnregister ver=4000 flags=0",
+    "[gpa] cuMemcpy ver=4000 flags=0",
+    "[gpa] cuMemcpy ver=7000 flags=2",
+    "[gpa] cuMemcpyAsync ver=4000 flags=0",
+    "[gpa] cuMemcpyAsync ver=7000 flags=2",
+    "[gpa] cuMemcpyPeer ver=4000 flags=0",
+    "[gpa] cuMemcpyPeer ver=7000 flags=2",
+    "[gpa] cuMemcpyPeerAsync ver=4000 flags=0",
+    "[gpa] cuMemcpyPeerAsync ver=7000 flags=2",
+    "[gpa] cuMemcpyHtoD ver=3020 flags=0",
+    "[gpa] cuMemcpyHtoD ver=7000 flags=2",
+    "[gpa] cuMemcpyHtoDAsync ver=3020 flags=0",
+    "[gpa] cuMemcpyHtoDAsync ver=7000 flags=2",
+    "[gpa] cuMemcpyDtoH ver=3020 flags=0",
+    "[gpa] cuMemcpyDtoH ver=7000 flags=2",
+    "[gpa] cuMemcpyDtoHAsync ver=3020 flags=0",
+    "[gpa] cuMemcpyDtoHAsync ver=7000 flags=2",
+    "[gpa] cuMemcpyDtoD ver=3020 flags=0",
+    "[gpa] cuMemcpyDtoD ver=7000 flags=2",
+    "[gpa] cuMemcpyDtoDAsync ver=3020 flags=0",
+    "[gpa] cuMemcpyDtoDAsync ver=7000 flags=2",
+    "[gpa] cuMemcpy2DUnaligned ver=3020 flags=0",
+    "[gpa] cuMemcpy2DUnaligned ver=7000 flags=2",
+    "[gpa] cuMemcpy2DAsync ver=3020 flags=0",
+    "[gpa] cuMemcpy2DAsync ver=7000 flags=2",
+    "[gpa] cuMemcpy3D ver=3020 flags=0",
+    "[gpa] cuMemcpy3D ver=7000 flags=2",
+    "[gpa] cuMemcpy3DAsync ver=3020 flags=0",
+    "[gpa] cuMemcpy3DAsync ver=7000 flags=2",
+    "[gpa] cuMemcpy3DPeer ver=4000 flags=0",
+    "[gpa] cuMemcpy3DPeer ver=7000 flags=2",
+    "[gpa] cuMemcpy3DPeerAsync ver=4000 flags=0",
+    "[gpa] cuMemcpy3DPeerAsync ver=7000 flags=2",
+    "[gpa] cuMemcpyBatchAsync ver=13000 flags=0",
+    "[gpa] cuMemcpyBatchAsync ver=13000 flags=2",
+    "[gpa] cuMemcpy3DBatchAsync ver=13000 flags=0",
+    "[gpa] cuMemcpy3DBatchAsync ver=13000 flags=2",
 };
 
 static int starts_with(const char *s, const char *prefix)

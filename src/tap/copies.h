@@ -1,0 +1,65 @@
+/* Copies between host and device: bytes by direction and by what the host side is (pinned:
+ * inside a pinned allocation or a registered range; pageable: anything else), per phase and per
+ * step, and the device-to-host copies the calling thread waited for. One counter update per
+ * copy under the state lock; a stack only with VRAMTAP_COPY_STACKS=1. */
+#ifndef VT_COPIES_H
+#define VT_COPIES_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tap.h"
+
+/* What the API says one end of a copy is; VT_END_UNIFIED: a unified-addressing pointer
+ * (cudaMemcpyDefault, cuMemcpy), decided from the books and then the driver. */
+typedef enum { VT_END_HOST, VT_END_DEVICE, VT_END_UNIFIED } vt_copy_end;
+
+typedef struct {
+    vt_copy_end end;
+    uintptr_t addr;
+} vt_copy_side;
+
+/* A copy of `bytes` the program asked for and the driver accepted. `sync`: the API returns
+ * once the copy is done (the non-Async forms); a device-to-host copy into pageable memory is
+ * waited for whatever the form, as the driver documents. Outermost calls only (the hooks'
+ * recursion guard). */
+VT_HIDDEN void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, int sync);
+
+/* A copy wrapper (hooks_copy_*.c): the real function (`lookup`, `unavailable` returned without
+ * one) called under the recursion guard, then `note` when it was the outermost call and the
+ * result is `ok`. */
+#define VT_COPY_HOOK(type, ok, unavailable, lookup, name, params, args, note)                      \
+    VT_EXPORT type name params                                                                     \
+    {                                                                                              \
+        __typeof__(&name) real = lookup;                                                           \
+        if (!real)                                                                                 \
+            return unavailable;                                                                    \
+        int outer = vt_guard_enter();                                                              \
+        type rc = real args;                                                                       \
+        vt_guard_leave();                                                                          \
+        if (outer && rc == ok)                                                                     \
+            note;                                                                                  \
+        return rc;                                                                                 \
+    }
+
+/* Pinned host ranges: pinned allocations and registered memory. Removal before the real free
+ * or unregister, so that an address handed out again is not taken for pinned. */
+VT_HIDDEN void vt_copies_pinned_add(uintptr_t addr, uint64_t size);
+VT_HIDDEN void vt_copies_pinned_remove(uintptr_t addr);
+
+/* VRAMTAP_COPY_STACKS, read by the constructor. */
+VT_HIDDEN void vt_copies_init(void);
+
+/* For the writer: a copy taken under the state lock (NULL when out of memory), and the
+ * top-level "copies" member written from it (sorting its sites; null from
+ * NULL) followed by ",\n". `site` writes a stack reference
+ * the way the rest of the file does. */
+typedef struct vt_copies_frozen vt_copies_frozen;
+VT_HIDDEN vt_copies_frozen *vt_copies_freeze_locked(void);
+VT_HIDDEN void vt_copies_write(FILE *f, vt_copies_frozen *z,
+                               void (*site)(FILE *f, void *ctx, uint32_t site), void *ctx);
+
+/* The child of a fork counts its own copies from zero. */
+VT_HIDDEN void vt_copies_reset_after_fork(void);
+
+#endif
