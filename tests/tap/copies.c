@@ -2,12 +2,13 @@
  * 2D, 3D, peer, batches, cudaMemcpyDefault), the driver by name, dlsym on a libcuda handle,
  * cuGetProcAddress in both forms, cudaGetDriverEntryPoint; host memory pinned by allocation and
  * by registration (runtime and driver), pageable, and unregistered again. Then three training
- * steps that each upload 7 MiB from pageable and 3 MiB from pinned memory, copy on the device
- * and read one value back synchronously. A worker forked between the two makes one copy of its
- * own; a pageable load of 64 MiB is held throughout.
+ * steps that each upload 10 MiB, PAGEABLE MiB of it from pageable memory and the rest from
+ * pinned memory, copy on the device and read one value back synchronously. A worker forked between
+ * the two makes one copy of its own; a pageable load of 64 MiB is held throughout.
  *
  * The program keeps its own account of what each copy was and prints it, in the snapshot's
- * shape, as one line of JSON: {"copies": {...}, "worker": PID}. */
+ * shape, as one line of JSON: {"copies": {...}, "worker": PID}.
+ * usage: tap_copies [PAGEABLE] (MiB, 0 to 10, default 7) */
 #define CUDA_ENABLE_DEPRECATED
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -269,8 +270,11 @@ static pid_t fork_worker(void)
     return pid;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    size_t from_pageable = (argc > 1 ? (size_t)atoi(argv[1]) : 7) * MiB;
+    if (from_pageable > 10 * MiB)
+        return 2;
     pageable = malloc(LOAD);
     CHECK(pageable != NULL);
     if (!pageable)
@@ -278,10 +282,10 @@ int main(void)
     memset(pageable, 1, LOAD);
     registered = malloc(MiB);
     registered_by_driver = malloc(MiB);
-    CHECK_EQ_INT(cudaMallocHost((void **)&pinned, 8 * MiB), cudaSuccess);
+    CHECK_EQ_INT(cudaMallocHost((void **)&pinned, 10 * MiB), cudaSuccess);
     CHECK_EQ_INT(cudaHostRegister(registered, MiB, cudaHostRegisterDefault), cudaSuccess);
     CHECK_EQ_INT(cuMemHostRegister(registered_by_driver, MiB, 0), CUDA_SUCCESS);
-    CHECK_EQ_INT(cudaMalloc((void **)&dev0, 16 * MiB), cudaSuccess);
+    CHECK_EQ_INT(cudaMalloc((void **)&dev0, 32 * MiB), cudaSuccess);
     CHECK_EQ_INT(cudaSetDevice(1), cudaSuccess);
     CHECK_EQ_INT(cudaMalloc((void **)&dev1, MiB), cudaSuccess);
     CHECK_EQ_INT(cudaSetDevice(0), cudaSuccess);
@@ -293,14 +297,18 @@ int main(void)
     CHECK(worker > 0);
 
     for (int s = 0; s < STEPS; s++) {
-        /* the batch: 7 MiB from pageable memory, 3 MiB from pinned */
-        CHECK_EQ_INT(cudaMemcpy(dev0, pageable, 7 * MiB, cudaMemcpyHostToDevice), cudaSuccess);
-        did(H2D_PAGEABLE, 7 * MiB, 0);
-        CHECK_EQ_INT(cudaMemcpyAsync(dev0 + 8 * MiB, pinned, 3 * MiB, cudaMemcpyHostToDevice, 0),
+        /* the batch: 10 MiB, from pageable and pinned memory */
+        CHECK_EQ_INT(cudaMemcpy(dev0, pageable, from_pageable, cudaMemcpyHostToDevice),
                      cudaSuccess);
-        did(H2D_PINNED, 3 * MiB, 0);
+        if (from_pageable)
+            did(H2D_PAGEABLE, from_pageable, 0);
+        CHECK_EQ_INT(cudaMemcpyAsync(dev0 + 10 * MiB, pinned, 10 * MiB - from_pageable,
+                                     cudaMemcpyHostToDevice, 0),
+                     cudaSuccess);
+        if (from_pageable < 10 * MiB)
+            did(H2D_PINNED, 10 * MiB - from_pageable, 0);
         begin(FORWARD, VRAMTAP_FORWARD);
-        CHECK_EQ_INT(cudaMemcpyAsync(dev0 + 12 * MiB, dev0, MiB, cudaMemcpyDeviceToDevice, 0),
+        CHECK_EQ_INT(cudaMemcpyAsync(dev0 + 24 * MiB, dev0, MiB, cudaMemcpyDeviceToDevice, 0),
                      cudaSuccess);
         did(D2D, MiB, 0);
         end(VRAMTAP_FORWARD);

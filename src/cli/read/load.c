@@ -466,6 +466,82 @@ static int check_format(vt_snapshot *s, vt_err *err)
     return 0;
 }
 
+/* One counts object of "copies" (docs/snapshot-format.md). Totals of a long run may pass any
+ * bound that fits one device, so only signs are checked. */
+static int get_copy_counts(json_t *obj, vt_copy_counts *c, vt_err *err)
+{
+    static const struct {
+        const char *dir, *bytes, *calls;
+        vt_copy_kind kind;
+    } fields[] = {
+        {"h2d", "pageable_bytes", "pageable_calls", VT_CP_H2D_PAGEABLE},
+        {"h2d", "pinned_bytes", "pinned_calls", VT_CP_H2D_PINNED},
+        {"d2h", "pageable_bytes", "pageable_calls", VT_CP_D2H_PAGEABLE},
+        {"d2h", "pinned_bytes", "pinned_calls", VT_CP_D2H_PINNED},
+        {"d2d", "bytes", "calls", VT_CP_D2D},
+        {"h2h", "bytes", "calls", VT_CP_H2H},
+    };
+    if (!json_is_object(obj))
+        return wrong(err, "", "an object", obj);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        json_t *dir;
+        if (get_container(obj, fields[i].dir, JSON_OBJECT, REQUIRED, &dir, err) ||
+            get_int(dir, fields[i].bytes, 0, INT64_MAX, REQUIRED, &c->bytes[fields[i].kind], err) ||
+            get_int(dir, fields[i].calls, 0, INT64_MAX, REQUIRED, &c->calls[fields[i].kind], err))
+            return -1;
+    }
+    return get_int(obj, "sync_d2h_calls", 0, INT64_MAX, REQUIRED, &c->sync_d2h, err);
+}
+
+static int load_copies(vt_snapshot *s, vt_err *err)
+{
+    json_t *copies, *phases, *steps, *later, *step;
+    s->copies.present = false;
+    if (get_container(s->root, VT_K_COPIES, JSON_OBJECT, NULLABLE, &copies, err))
+        return fail_file(s, err);
+    if (!copies)
+        return 0;
+    if (get_container(copies, "total", JSON_OBJECT, REQUIRED, &step, err) ||
+        get_copy_counts(step, &s->copies.total, err) ||
+        get_container(copies, "phases", JSON_OBJECT, REQUIRED, &phases, err) ||
+        get_container(copies, "steps", JSON_ARRAY, REQUIRED, &steps, err) ||
+        get_container(copies, "later_steps", JSON_OBJECT, NULLABLE, &later, err))
+        return fail_at(s, err, VT_K_COPIES);
+    for (int p = 0; p < VT_NPHASES; p++)
+        if (get_container(phases, vt_phase_name((vt_phase)p), JSON_OBJECT, REQUIRED, &step, err) ||
+            get_copy_counts(step, &s->copies.phase[p], err))
+            return fail_at(s, err, VT_K_COPIES ".phases");
+    s->copies.steps = calloc(json_array_size(steps) + 1, sizeof *s->copies.steps);
+    if (!s->copies.steps) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    size_t i;
+    json_array_foreach(steps, i, step)
+    {
+        vt_copy_step *cs = &s->copies.steps[i];
+        json_t *c;
+        int64_t least = i ? s->copies.steps[i - 1].step + 1 : 0;
+        if (!json_is_object(step)
+                ? wrong(err, "", "an object", step)
+                : get_int(step, "step", least, INT64_MAX, REQUIRED, &cs->step, err) ||
+                      get_container(step, "copies", JSON_OBJECT, REQUIRED, &c, err) ||
+                      get_copy_counts(c, &cs->c, err))
+            return fail_at(s, err, VT_K_COPIES ".steps[%zu]", i);
+    }
+    s->copies.nsteps = json_array_size(steps);
+    s->copies.has_later = later != NULL;
+    json_t *c;
+    if (later && (get_int(later, "first", 0, INT64_MAX, REQUIRED, &s->copies.later_first, err) ||
+                  get_int(later, "last", s->copies.later_first, INT64_MAX, REQUIRED,
+                          &s->copies.later_last, err) ||
+                  get_container(later, "copies", JSON_OBJECT, REQUIRED, &c, err) ||
+                  get_copy_counts(c, &s->copies.later, err)))
+        return fail_at(s, err, VT_K_COPIES ".later_steps");
+    s->copies.present = true;
+    return 0;
+}
+
 static int load_host_ram(vt_snapshot *s, vt_err *err)
 {
     s->ram.high_water = s->ram.sampled = s->ram.machine = s->ram.cgroup_limit = -1;
@@ -541,7 +617,7 @@ static int load_process(vt_snapshot *s, vt_err *err)
         (get_int(counters, "dropped", 0, INT64_MAX, NULLABLE, &s->dropped, err) ||
          get_int(counters, "unknown_frees", 0, INT64_MAX, NULLABLE, &s->unknown_frees, err)))
         return fail_at(s, err, "counters");
-    if (load_host_ram(s, err))
+    if (load_host_ram(s, err) || load_copies(s, err))
         return -1;
     s->host_peak_bytes = -1;
     if (host) {
@@ -1326,6 +1402,7 @@ void vt_snapshot_free(vt_snapshot *s)
     free(s->hextra);
     free(s->devices);
     free(s->oom_events);
+    free(s->copies.steps);
     free(s->argv);
     json_decref(s->root);
     free(s->buf);

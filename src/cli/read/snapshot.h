@@ -34,6 +34,25 @@ const char *vt_phase_name(vt_phase p);
 /* "backward of step 3", or "step 3" without a phase. */
 const char *vt_fmt_when(char buf[48], vt_phase p, int64_t step);
 
+/* Copies between host and device (the snapshot's "copies"): bytes and calls by kind, and the
+ * downloads the calling thread waited for. */
+typedef enum {
+    VT_CP_H2D_PAGEABLE,
+    VT_CP_H2D_PINNED,
+    VT_CP_D2H_PAGEABLE,
+    VT_CP_D2H_PINNED,
+    VT_CP_D2D,
+    VT_CP_H2H,
+    VT_CP_KINDS
+} vt_copy_kind;
+typedef struct {
+    int64_t bytes[VT_CP_KINDS], calls[VT_CP_KINDS], sync_d2h;
+} vt_copy_counts;
+typedef struct {
+    int64_t step;
+    vt_copy_counts c;
+} vt_copy_step;
+
 typedef struct {
     vt_phase phase;
     int64_t step, instance;
@@ -187,6 +206,16 @@ typedef struct {
         json_t *workers;
         int64_t workers_high;
     } ram;
+    /* copies between host and device; `present` false in files without them */
+    struct {
+        bool present;
+        vt_copy_counts total, phase[VT_NPHASES];
+        vt_copy_step *steps; /* the first steps that had copies, in order */
+        size_t nsteps;
+        bool has_later; /* later steps, folded */
+        int64_t later_first, later_last;
+        vt_copy_counts later;
+    } copies;
     vt_device *devices;
     size_t ndevices;
     vt_alloc *allocs;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "copies.h"
 #include "record.h"
 #include "theory.h"
 #include "report.h"
@@ -393,6 +394,7 @@ static void print_run(FILE *out, const vt_snapshot *s, const vt_gaps *g)
         fprintf(out, " (local %lld)", (long long)s->local_rank);
     fputc('\n', out);
     print_host_ram(out, s);
+    vt_print_copies(out, s);
     if (s->host_peak_bytes >= 0)
         fprintf(out, "  pinned host memory peaked at %s (host RAM, not part of any device peak)\n",
                 vt_fmt_bytes(b, s->host_peak_bytes));
