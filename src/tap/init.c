@@ -442,7 +442,7 @@ __attribute__((constructor)) static void vt_init(void)
     }
     vt_cfg.debug = env_int("VRAMTAP_DEBUG", 0, 0, 9);
     vt_cfg.stacks = env_int("VRAMTAP_STACKS", 1, 0, 1);
-    vt_cfg.python_stacks = env_int("VRAMTAP_PYTHON_STACKS", 1, 0, 1);
+    vt_cfg.python_stacks = env_int("VRAMTAP_PYTHON_STACKS", 1, 0, 2);
     vt_cfg.depth = env_int("VRAMTAP_DEPTH", VT_DEFAULT_DEPTH, 1, VT_MAX_DEPTH);
     vt_cfg.oom_max = env_int("VRAMTAP_OOM_MAX", 4, 0, 1000);
     vt_cfg.interim_s = env_int("VRAMTAP_INTERIM_S", 60, 0, 86400);

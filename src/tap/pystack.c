@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "locks.h"
+#include "pyapi.h"
+#include "pyframes.h"
 #include "pystack.h"
 #include "resolve.h"
 
@@ -26,62 +28,6 @@ static int locs_oom;
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (locs_oom = 1)
 #include <uthash.h>
-
-/* The few pieces of CPython's ABI used here; they are the same in 3.9 to 3.13. */
-typedef struct py_object py_object;
-typedef ptrdiff_t py_ssize_t;
-typedef int (*py_tracefunc)(py_object *, py_object *, int, py_object *);
-typedef py_object *(*py_fastcall)(py_object *, py_object *const *, py_ssize_t);
-typedef struct { /* PyMethodDef */
-    const char *name;
-    py_fastcall meth;
-    int flags;
-    const char *doc;
-} py_method_def;
-#define PY_METH_FASTCALL 0x0080
-#define PY_FILE_INPUT 257
-enum { PY_TRACE_CALL = 0, PY_TRACE_RETURN = 3, PY_TRACE_C_CALL = 4 };
-
-typedef struct {
-    const char *(*GetVersion)(void);
-    int (*GILState_Check)(void);
-    void *(*GILState_GetThisThreadState)(void);
-    void *(*ThreadState_Get)(void);
-    void *(*ThreadState_GetInterpreter)(void *);
-    void *(*ThreadState_New)(void *);
-    void (*ThreadState_Clear)(void *);
-    void (*ThreadState_Delete)(void *);
-    int (*SetProfileOn)(void *, py_tracefunc, py_object *);
-    void (*SetProfile)(py_tracefunc, py_object *);
-    void *(*InterpreterState_ThreadHead)(void *);
-    void *(*ThreadState_Next)(void *);
-    int (*IsFinalizing)(void);
-    int (*AtExit)(void (*)(void));
-    py_object *(*GetFrame)(void);
-    py_object *(*FrameGetBack)(py_object *);
-    py_object *(*FrameGetCode)(py_object *);
-    int (*FrameGetLineNumber)(py_object *);
-    int (*CodeAddr2Line)(py_object *, int);
-    py_ssize_t (*RequestCodeExtraIndex)(void (*)(void *));
-    int (*CodeGetExtra)(py_object *, py_ssize_t, void **);
-    int (*CodeSetExtra)(py_object *, py_ssize_t, void *);
-    py_object *(*GetAttrString)(py_object *, const char *);
-    const char *(*UnicodeAsUTF8)(py_object *);
-    long (*LongAsLong)(py_object *);
-    void (*IncRef)(py_object *);
-    void (*DecRef)(py_object *);
-    void (*ErrFetch)(py_object **, py_object **, py_object **);
-    void (*ErrRestore)(py_object *, py_object *, py_object *);
-    void (*ErrClear)(void);
-    py_object *(*CFunctionNewEx)(py_method_def *, py_object *, py_object *);
-    py_object *(*RunStringFlags)(const char *, int, py_object *, py_object *, void *);
-    py_object *(*DictNew)(void);
-    int (*DictSetItemString)(py_object *, const char *, py_object *);
-    py_object *(*DictGetItemString)(py_object *, const char *);
-    py_object *(*GetBuiltins)(void);
-    py_object *none;
-    void *FunctionType, *MethodType;
-} py_api;
 
 static const struct {
     size_t at;
@@ -132,6 +78,8 @@ static const struct {
     SYM(none, "_Py_NoneStruct", NULL, 0),
     SYM(FunctionType, "PyFunction_Type", NULL, 0),
     SYM(MethodType, "PyMethod_Type", NULL, 0),
+    SYM(CodeType, "PyCode_Type", NULL, 0),
+    SYM(UnicodeType, "PyUnicode_Type", NULL, 0),
 #undef SYM
 };
 
@@ -242,6 +190,11 @@ static uint32_t intern_loc(const char *file, const char *function)
     return id;
 }
 
+uint32_t vt_pystack_intern(const char *file, const char *function)
+{
+    return intern_loc(file, function);
+}
+
 static const py_loc *loc_of(uint32_t id)
 {
     vt_lock_take(VT_LOCK_PYLOCS);
@@ -342,19 +295,21 @@ static void thread_gone(void *p)
     free(p);
 }
 
+void *vt_pystack_thread_data(pthread_key_t key, size_t size)
+{
+    void *p = calloc(1, size);
+    if (p && pthread_setspecific(key, p)) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
 static py_thread *thread_self(void)
 {
     py_thread *t = self;
-    if (t)
-        return t;
-    t = calloc(1, sizeof *t); /* generation 0: rebuilt at its first use */
-    if (!t)
-        return NULL;
-    if (pthread_setspecific(self_key, t)) {
-        free(t);
-        return NULL;
-    }
-    return self = t;
+    /* generation 0: rebuilt at its first use */
+    return t ? t : (self = vt_pystack_thread_data(self_key, sizeof *t));
 }
 
 static int stale(const py_thread *t)
@@ -629,14 +584,21 @@ static void on_py_exit(void)
 /* The profile function is per thread state and anyone may replace it without vramtap hearing
  * of it; then the shadow stack stops following the frames and must not be reported. The
  * thread state is this thread's own (the GIL state key) and alive while it is registered. */
-static int profile_current(const py_thread *t)
+static int python_gone(void)
 {
     if (atomic_load_explicit(&py_gone, memory_order_relaxed))
-        return 0;
+        return 1;
     if (py.IsFinalizing && py.IsFinalizing()) {
         atomic_store(&py_gone, 1);
-        return 0;
+        return 1;
     }
+    return 0;
+}
+
+static int profile_current(const py_thread *t)
+{
+    if (python_gone())
+        return 0;
     void *ts = py.GILState_GetThisThreadState();
     if (!ts || ts != t->tstate)
         return 0;
@@ -648,6 +610,8 @@ int vt_pystack_capture(uint64_t *out, int max)
 {
     const py_thread *t = self;
     int m = atomic_load_explicit(&mech, memory_order_acquire);
+    if (m == VT_PY_FRAMES)
+        return python_gone() ? 0 : vt_pyframes_capture(out, max);
     if (!t || !m || max <= 0 || stale(t) || (m == VT_PY_PROFILE && !profile_current(t)))
         return 0;
     uint32_t stored = t->depth < PY_CAP ? t->depth : PY_CAP;
@@ -706,16 +670,16 @@ static const char threads_src[] =
 static const char probe_src[] = "import sys\n"
                                 "gil = getattr(sys, '_is_gil_enabled', lambda: True)()\n";
 
-/* Runs one of the scripts above in fresh globals that name vramtap's callbacks; returns the
- * globals (a new reference) or NULL. */
-static py_object *run_script(const char *src)
+py_object *vt_pystack_run(const char *src, const char *const *names, py_object *const *values,
+                          int n)
 {
     py_object *g = py.DictNew();
     if (!g)
         return NULL;
-    if (py.DictSetItemString(g, "__builtins__", py.GetBuiltins()) ||
-        py.DictSetItemString(g, "enter", fn_enter) || py.DictSetItemString(g, "leave", fn_leave) ||
-        py.DictSetItemString(g, "call", fn_call) || py.DictSetItemString(g, "thread", fn_thread)) {
+    int bad = py.DictSetItemString(g, "__builtins__", py.GetBuiltins());
+    for (int i = 0; i < n && !bad; i++)
+        bad = py.DictSetItemString(g, names[i], values[i]);
+    if (bad) {
         py.ErrClear();
         py.DecRef(g);
         return NULL;
@@ -728,6 +692,14 @@ static py_object *run_script(const char *src)
     }
     py.DecRef(r);
     return g;
+}
+
+/* Runs one of the scripts above in fresh globals that name vramtap's callbacks. */
+static py_object *run_script(const char *src)
+{
+    static const char *const names[] = {"enter", "leave", "call", "thread"};
+    py_object *values[] = {fn_enter, fn_leave, fn_call, fn_thread};
+    return vt_pystack_run(src, names, values, 4);
 }
 
 static long global_long(py_object *g, const char *name)
@@ -922,6 +894,16 @@ int vramtap_python_install(void)
     }
     if (m)
         return m;
+    static int frames_tried;
+    if (vt_cfg.python_stacks == 1 && !frames_tried) {
+        frames_tried = 1;
+        if (!(why = vt_pyframes_start(&py, py_version))) {
+            atomic_store_explicit(&mech, VT_PY_FRAMES, memory_order_release);
+            vt_debug("Python frames: read from the interpreter's frames");
+            return VT_PY_FRAMES;
+        }
+        vt_log("Python frames: %s; following Python calls instead, which costs every call", why);
+    }
     if (py_version >= 0x030c && install_monitoring())
         m = VT_PY_MONITORING;
     else if (!(why = install_profile()))

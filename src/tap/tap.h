@@ -55,7 +55,7 @@ typedef struct {
     int disabled;       /* VRAMTAP_DISABLE=1, or vramtap stepped aside */
     int debug;          /* VRAMTAP_DEBUG=1: route decisions on stderr */
     int stacks;         /* VRAMTAP_STACKS (default 1) */
-    int python_stacks;  /* VRAMTAP_PYTHON_STACKS (default 1) */
+    int python_stacks;  /* VRAMTAP_PYTHON_STACKS: 0 off, 1 (default) read, 2 follow calls */
     int depth;          /* VRAMTAP_DEPTH: native frames kept */
     int oom_max;        /* VRAMTAP_OOM_MAX (default 4) */
     int interim_s;      /* VRAMTAP_INTERIM_S: seconds between interim snapshots, 0 none */

@@ -3,6 +3,10 @@ libvramtap.so and compares the snapshot's Python frames with what the scenario e
 
 usage: check.py CASE HELPER_LIB      (CASE "signature" runs "nested" twice and compares)
 
+Each scenario runs twice: with Python frames read from the interpreter (the default; the
+mechanism must be 3 there) and with VRAMTAP_PYTHON_STACKS=2, which follows Python calls with the
+shadow stack (mechanism 1 or 2).
+
 The scenarios run under VT_PYTHON (/usr/bin/python3), and under every interpreter listed in
 VT_PYSTACK_PYTHONS (colon-separated) as well, e.g. other CPython versions between 3.9 and 3.13.
 Exit 0, 1 (a check failed) or 77 (skipped).
@@ -146,12 +150,18 @@ def main():
         if case == "signature":
             check_signature(python, helper)
             continue
-        extra = {"VRAMTAP_PYTHON_STACKS": "0"} if case == "off" else {}
-        result = run(python, case, helper, extra)
-        if result:
+        for follow in ((False,) if case == "off" else (False, True)):
+            extra = {"VRAMTAP_PYTHON_STACKS": "0" if case == "off" else "2" if follow else "1"}
+            result = run(python, case, helper, extra)
+            if not result:
+                continue
+            mech = result[1].get("mechanism", 0)
+            if case != "off" and (mech in (1, 2)) != follow:
+                fail("%s %s: mechanism %d with VRAMTAP_PYTHON_STACKS=%s" % (
+                    python, case, mech, extra["VRAMTAP_PYTHON_STACKS"]))
             compare(python, case, *result)
             print("%s %s: mechanism %s, %d allocations checked" % (
-                python, case, result[1].get("mechanism", 0), len(result[1]["allocs"])))
+                python, case, mech, len(result[1]["allocs"])))
     print("%d failed" % len(failures) if failures else "all checks passed")
     sys.exit(1 if failures else 0)
 
