@@ -2,6 +2,10 @@
 libvramtap.so and compares the snapshot's Python frames with what the scenario expects.
 
 usage: check.py CASE HELPER_LIB      (CASE "signature" runs "nested" twice and compares)
+       check.py frames VERSION      (frames.py under CPython VERSION: 3.9 ... 3.13 from pyenv,
+                                     or "system" for VT_PYTHON; skipped when not installed)
+       check.py fallback VERSION    (the same with the frame layout forced to mismatch)
+       check.py layout VERSION      (layout_check.c compiled against that CPython's headers)
 
 Each scenario runs twice: with Python frames read from the interpreter (the default; the
 mechanism must be 3 there) and with VRAMTAP_PYTHON_STACKS=2, which follows Python calls with the
@@ -26,6 +30,7 @@ POSTMORTEM = re.compile(r"\.oom(\d+)(?:-\d+)?\.json$")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "cases.py")
+FRAMES = os.path.join(HERE, "frames.py")
 LIB = os.environ["VT_LIB"]
 PRELOAD = os.environ["VT_PRELOAD"]
 SANITIZED = "address" in os.environ.get("VT_SANITIZE", "")
@@ -45,13 +50,13 @@ def environment(helper, out, extra):
     return env
 
 
-def run(python, case, helper, extra=None):
-    """Runs one scenario; returns (snapshot, expectations) or None after a failure."""
+def run(python, case, helper, extra=None, script=CASES):
+    """Runs one scenario; returns (snapshot, expectations, stderr) or None after a failure."""
     out = tempfile.mkdtemp(prefix="vt-pystack-")
     try:
         # These set the scene before vramtap installs, so no bootstrap may install first.
         early = case in ("monitoring_taken", "thread_before_install")
-        args = [python] + (["-S"] if early else []) + [CASES, case]
+        args = [python] + (["-S"] if early else []) + [script, case]
         p = subprocess.run(args, env=environment(helper, out, extra or {}), capture_output=True,
                            text=True, timeout=300)
         if p.returncode != 0:
@@ -66,7 +71,7 @@ def run(python, case, helper, extra=None):
             snap = json.load(f)
         with open(os.path.join(out, "expect.json")) as f:
             expect = json.load(f)
-        return snap, expect
+        return snap, expect, p.stderr
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -118,7 +123,7 @@ def check_signature(python, helper):
     runs = [run(python, "nested", helper) for _ in range(2)]
     if None in runs:
         return
-    first, second = (signatures(snap) for snap, _ in runs)
+    first, second = (signatures(snap) for snap, _, _ in runs)
     if first != second:
         fail("%s: signatures differ between two runs of the same code: %s vs %s" %
              (python, first, second))
@@ -137,16 +142,123 @@ def sanitizer_can_run(python):
     return p.returncode == 0, (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
 
 
+def skip_unless_sanitizer_runs(python):
+    if SANITIZED:
+        ok, why = sanitizer_can_run(python)
+        if not ok:
+            print("SKIP: %s does not start with the ASan runtime preloaded: %s" % (python, why))
+            sys.exit(77)
+
+
+def find_python(version):
+    """The interpreter of CPython VERSION ("system": VT_PYTHON), or None."""
+    if version == "system":
+        return os.environ.get("VT_PYTHON", "/usr/bin/python3")
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(os.path.join(root, "versions", version + ".*", "bin",
+                                          "python" + version)))
+    return found[-1] if found else None
+
+
+FALLBACK = re.compile(r"^vramtap: Python frames: CPython \d+\.\d+'s frames did not read as "
+                      r"sys\._getframe\(\) shows them \(.*\); following Python calls instead")
+
+
+def check_frames(python, fallback):
+    """Every allocation of frames.py has the Python frames traceback.extract_stack() showed on
+    the line of its cudaMalloc: same files, lines and functions (the qualified name from 3.11,
+    as the snapshot writes it), the whole stack."""
+    extra = {"VRAMTAP_TEST_PYFRAMES_SKEW": "1"} if fallback else {}
+    result = run(python, "frames", "", extra, FRAMES)
+    if not result:
+        return
+    snap, expect, stderr = result
+    name = "%s %s" % (python, "fallback" if fallback else "frames")
+    for e in expect["errors"]:
+        fail("%s: %s" % (name, e))
+    mech = expect["mechanism"]
+    said = [line for line in stderr.splitlines() if "Python frames" in line]
+    if fallback:
+        if mech not in (1, 2) or len(said) != 1 or not FALLBACK.match(said[0]):
+            fail("%s: mechanism %d, and the library said %s, not the mismatch once" %
+                 (name, mech, said))
+    elif mech != 3 or said:
+        fail("%s: mechanism %d (not 3: frames read), and the library said %s" % (name, mech, said))
+    if not fallback and expect["reused"] == 0:
+        fail("%s: no code object made by exec was freed and its address reused: the check of "
+             "the per-thread memo against reused addresses proved nothing" % name)
+    by_size = sites_by_size(snap)
+    for size, frames in sorted(expect["allocs"].items(), key=lambda kv: int(kv[0])):
+        for file, line, short, qual in frames:
+            if qual != short and not qual.endswith("." + short):
+                fail("%s: %s bytes: co_qualname %s is not %s" % (name, size, qual, short))
+        sites = by_size.get(int(size), [])
+        got = [[g["file"], g["line"], g["function"]] for g in python_frames(sites[0])] \
+            if len(sites) == 1 else None
+        want = [[file, line, qual if sys_version(python) >= (3, 11) else short]
+                for file, line, short, qual in frames]
+        if got != want:
+            fail("%s: %s bytes: expected %s, got %s" % (name, size, want, got))
+    print("%s: mechanism %d, %d allocations checked, %d code addresses reused" % (
+        name, mech, len(expect["allocs"]), expect["reused"]))
+
+
+def check_layout(python, version):
+    """src/tap/pylayout.h's row agrees with the version's own headers. Exit 77 without them or
+    without a C compiler."""
+    include = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['include'])"], capture_output=True, text=True).stdout.strip()
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if not os.path.exists(os.path.join(include, "internal")) or not cc:
+        print("SKIP: no C compiler, or no internal headers of CPython %s in %s" % (
+            version, include or "(none)"))
+        sys.exit(77)
+    exe = os.path.join(tempfile.mkdtemp(prefix="vt-layout-"), "layout_check")
+    try:
+        p = subprocess.run([cc, "-std=gnu11", "-w", "-I", include, "-I",
+                            os.path.join(include, "internal"), "-I",
+                            os.path.join(os.environ["VT_SRC"], "src", "tap"),
+                            os.path.join(HERE, "layout_check.c"), "-o", exe],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            fail("%s: layout_check.c does not compile against %s:\n%s" % (
+                version, include, p.stderr[-3000:]))
+            return
+        p = subprocess.run([exe], capture_output=True, text=True)
+        print(p.stdout, end="")
+        if p.returncode != 0:
+            fail("CPython %s: the layout table differs from the headers" % version)
+    finally:
+        shutil.rmtree(os.path.dirname(exe), ignore_errors=True)
+
+
+def sys_version(python, known={}):
+    if python not in known:
+        out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
+                             capture_output=True, text=True).stdout.split()
+        known[python] = tuple(int(x) for x in out)
+    return known[python]
+
+
 def main():
     case, helper = sys.argv[1], sys.argv[2]
+    if case in ("frames", "fallback", "layout"):
+        python = find_python(helper)
+        if not python:
+            print("SKIP: CPython %s is not installed (pyenv root: %s)" % (
+                helper, os.environ.get("PYENV_ROOT", "~/.pyenv")))
+            sys.exit(77)
+        skip_unless_sanitizer_runs(python)
+        if case == "layout":
+            check_layout(python, helper)
+        else:
+            check_frames(python, case == "fallback")
+        print("%d failed" % len(failures) if failures else "all checks passed")
+        sys.exit(1 if failures else 0)
     pythons = [os.environ.get("VT_PYTHON", "/usr/bin/python3")]
     pythons += [p for p in os.environ.get("VT_PYSTACK_PYTHONS", "").split(":") if p]
     for python in pythons:
-        if SANITIZED:
-            ok, why = sanitizer_can_run(python)
-            if not ok:
-                print("SKIP: %s does not start with the ASan runtime preloaded: %s" % (python, why))
-                sys.exit(77)
+        skip_unless_sanitizer_runs(python)
         if case == "signature":
             check_signature(python, helper)
             continue
@@ -159,7 +271,7 @@ def main():
             if case != "off" and (mech in (1, 2)) != follow:
                 fail("%s %s: mechanism %d with VRAMTAP_PYTHON_STACKS=%s" % (
                     python, case, mech, extra["VRAMTAP_PYTHON_STACKS"]))
-            compare(python, case, *result)
+            compare(python, case, result[0], result[1])
             print("%s %s: mechanism %s, %d allocations checked" % (
                 python, case, mech, len(result[1]["allocs"])))
     print("%d failed" % len(failures) if failures else "all checks passed")
