@@ -85,6 +85,16 @@ def load_json(path):
         return None
 
 
+def load_snapshot(ctx, path):
+    """A snapshot as JSON: the library writes a compact file, `vramtap export --json` spells it
+    out. None when it cannot be read."""
+    try:
+        return json.loads(subprocess.run([ctx.build["cli"], "export", "--json", path],
+                                         capture_output=True, check=True, timeout=600).stdout)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def round_up(n, g):
     return -(-n // g) * g
 
@@ -541,7 +551,7 @@ def section_cuda(ctx):
         snaps, _ = find_snapshots(out)
         if not ctx.checks.add(sec, "%s: snapshot written" % label, 1, len(snaps))["status"] == "pass":
             continue
-        snap = load_json(snaps[0])
+        snap = load_snapshot(ctx, snaps[0])
         ctx.raw["cuda"][variant]["snapshot"] = os.path.relpath(snaps[0], ctx.runner.work)
         compare_routes(ctx, label, variant, acct, snap)
 
@@ -661,7 +671,7 @@ def run_workload(ctx, name, case, extra=(), under_vramtap=True, mode=None, env_e
         snaps = [s for s in snaps if ".%d.json" % res.get("pid", -1) in s] or snaps
     if snaps:
         snap_path = snaps[0]
-    snap = load_json(snap_path) if snap_path else None
+    snap = load_snapshot(ctx, snap_path) if snap_path else None
     info = {"rc": r["rc"], "seconds": r["seconds"], "log": os.path.relpath(r["log"], ctx.runner.work),
             "tail": r["tail"]}
     if res:
@@ -1183,7 +1193,7 @@ def section_oom(ctx):
                               ok=len(ooms) >= 1, note=explain)["status"] == "pass":
             continue
         pm_path = ooms[0]
-        pm = load_json(pm_path)
+        pm = load_snapshot(ctx, pm_path)
         store["postmortem"] = os.path.relpath(pm_path, ctx.runner.work)
         o = pm.get("oom") or {}
         want_api = "cuMemAllocAsync" if ctx.dry else "cudaMallocAsync"

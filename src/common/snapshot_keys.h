@@ -48,6 +48,7 @@
 #define VT_K_SITES "sites"
 #define VT_K_MODULES "modules"
 #define VT_K_IMPORT "import" /* imported snapshots only */
+#define VT_K_COMPACT "compact" /* the compact file's head only: the names its records use */
 
 /* `"key": ` for the library's writers, which print JSON by hand. */
 #define VT_JSON_KEY(k) "\"" k "\": "

@@ -454,15 +454,19 @@ static int late_by_id(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
-int vt_history_id_order(const void *pa, const void *pb)
+static int id_order(const void *pa, const void *pb)
 {
     uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
     return (a > b) - (a < b);
 }
 
-static int listed(const vt_rec *r, const vt_history_listed *l)
+static int listed(uint64_t id, const vt_history_listed *l)
 {
-    return l->nids && bsearch(&r->id, l->ids, l->nids, sizeof *l->ids, vt_history_id_order) != NULL;
+    if (!l->nids || id < l->lo || id > l->hi)
+        return 0;
+    if (l->bits)
+        return l->bits[(id - l->lo) >> 6] >> ((id - l->lo) & 63) & 1;
+    return bsearch(&id, l->ids, l->nids, sizeof *l->ids, id_order) != NULL;
 }
 
 /* One allocation from its events (sorted: its allocation first, then its free) and the late
@@ -494,54 +498,52 @@ static size_t gather(vt_history_copy *c, hev **ev, size_t n, vt_rec *r)
     return used;
 }
 
-static void write_allocations(FILE *f, vt_history_copy *c, const vt_history_listed *l,
+static void write_allocations(vt_history_copy *c, const vt_history_listed *l,
                               const vt_history_out *out)
 {
-    fputs(VT_JSON_KEY(VT_K_HISTORY_ALLOCATIONS) "[", f);
     hev **order = malloc((c->n + 1) * sizeof *order);
     size_t n = 0;
+    /* Sorting is the writer's largest cost: only the events of allocations the file does not
+     * list, and of those it lists, the ones freed since (whose lost frees `dropped` counts).
+     * With a large live set, that is few of them. */
     for (int w = 0; order && w < c->nwin; w++)
-        for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++)
-            order[n++] = &c->ev[i];
+        for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++) {
+            const hev *e = &c->ev[i];
+            if (freed(e) || (e->flags & GONE) || !listed(e->id, l))
+                order[n++] = &c->ev[i];
+        }
     if (order) {
         qsort(order, n, sizeof *order, by_id);
         qsort(c->late, c->nlate, sizeof *c->late, late_by_id);
     }
-    int first = 1;
     for (size_t i = 0; order && i < n;) {
         vt_rec r;
         i += gather(c, order + i, n - i, &r);
-        if (!listed(&r, l))
-            out->alloc(f, out->ctx, &r, &first);
+        if (!listed(r.id, l))
+            out->alloc(out->ctx, &r);
     }
     free(order);
-    fputs("],\n", f);
 }
 
-void vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_listed *l,
-                      const vt_history_out *out)
+int vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_listed *l,
+                     const vt_history_out *out)
 {
     if (!cc || !cc->on)
-        return;
+        return 0;
     vt_history_copy *c = (vt_history_copy *)cc;
-    write_allocations(f, c, l, out);
-    fputs(VT_JSON_KEY(VT_K_HISTORY_EVENTS) "[", f);
-    size_t k = 0;
+    write_allocations(c, l, out);
     for (int w = 0; w < c->nwin; w++)
-        for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++, k++) {
+        for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++) {
             const hev *e = &c->ev[i];
-            fputs(k ? ",\n  [" : "\n  [", f);
-            vt_json_time(f, out->seconds(out->ctx, at(e).time));
-            fprintf(f, ", %llu, %s%llu]", (unsigned long long)e->id, freed(e) ? "-" : "",
-                    (unsigned long long)e->size);
+            out->event(out->ctx, at(e).time, e->id,
+                       freed(e) ? -(int64_t)e->size : (int64_t)e->size);
         }
-    fputs("],\n", f);
     fprintf(
         f,
         VT_JSON_KEY(
             VT_K_HISTORY) "{\"steps\": %u, \"max_events\": %zu, \"dropped\": %llu, \"windows\": [",
         c->steps, c->max_events, (unsigned long long)c->dropped);
-    k = 0;
+    size_t k = 0;
     for (int w = 0; w < c->nwin; w++) {
         const hwin *h = &c->win[w];
         uint32_t devices = h->reason == WIN_FIRST ? l->used_devices : h->devices;
@@ -561,4 +563,5 @@ void vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_liste
         k += h->n;
     }
     fputs("]},\n", f);
+    return 1;
 }

@@ -31,16 +31,16 @@ VT_HIDDEN void vt_history_reset_after_fork(void);
 typedef struct vt_history_copy vt_history_copy;
 
 /* What the file lists in `allocations`, which the history does not repeat: the ids written
- * there (sorted), taken from the records themselves rather than re-derived from the history's
- * events, whose deaths past a kept window may be unknown. */
+ * there, taken from the records themselves rather than re-derived from the history's events,
+ * whose deaths past a kept window may be unknown. Ids from lo to hi, as a bit per id from lo
+ * (bits) or else sorted (ids). */
 typedef struct {
+    uint64_t lo, hi;
+    const uint64_t *bits;
     const uint64_t *ids;
     size_t nids;
     uint32_t used_devices; /* the devices the file lists, as bits */
 } vt_history_listed;
-
-/* qsort/bsearch order of uint64_t ids, for vt_history_listed.ids. */
-VT_HIDDEN int vt_history_id_order(const void *pa, const void *pb);
 
 /* Copies the book: vt_history_bound_locked says how big a copy is (under the lock),
  * vt_history_copy_new allocates it (outside), vt_history_freeze_locked fills it (under the
@@ -50,16 +50,18 @@ VT_HIDDEN vt_history_copy *vt_history_copy_new(size_t bound);
 VT_HIDDEN int vt_history_freeze_locked(vt_history_copy *c);
 VT_HIDDEN void vt_history_copy_free(vt_history_copy *c);
 
-/* How the writer writes an allocation object and a site reference. */
+/* What the writer does with the history's allocations (those `allocations` does not list) and
+ * its events (ticks, allocation id, bytes: negative for a free). */
 typedef struct {
-    void (*alloc)(FILE *f, void *ctx, const vt_rec *r, int *first);
+    void (*alloc)(void *ctx, const vt_rec *r);
+    void (*event)(void *ctx, uint64_t ticks, uint64_t id, int64_t bytes);
     double (*seconds)(void *ctx, uint64_t ticks);
     void *ctx;
 } vt_history_out;
 
-/* The `history`, `history_allocations` and `history_events` members, each followed by ",\n";
- * nothing when history is off. */
-VT_HIDDEN void vt_history_write(FILE *f, const vt_history_copy *c, const vt_history_listed *l,
-                                const vt_history_out *out);
+/* Hands the allocations, then the events in order, to out, and writes the `history` member
+ * followed by ",\n"; nothing when history is off. Returns whether it wrote. */
+VT_HIDDEN int vt_history_write(FILE *f, const vt_history_copy *c, const vt_history_listed *l,
+                               const vt_history_out *out);
 
 #endif

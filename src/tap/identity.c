@@ -266,25 +266,21 @@ static size_t lower_bound(const void *base, size_t n, size_t size, uint64_t key)
     return lo;
 }
 
-static void write_label(FILE *f, int *first, uint64_t off, uint64_t len, uint8_t cat)
+const char *vt_identity_category_name(int cat)
 {
-    fprintf(f, "%s{\"offset\": %llu, \"bytes\": %llu, \"category\": \"%s\"}",
-            *first ? ", \"labels\": [" : ", ", (unsigned long long)off, (unsigned long long)len,
-            cat_names[cat]);
-    *first = 0;
+    return cat_names[cat];
 }
 
-void vt_identity_write_rec(FILE *f, vt_identity_frozen *z, uint64_t id, uintptr_t address,
-                           uint64_t size, uint64_t birth_seq, int dead, uint64_t death_seq)
+void vt_identity_labels(vt_identity_frozen *z, uint64_t id, uintptr_t address, uint64_t size,
+                        uint64_t birth_seq, int dead, uint64_t death_seq, vt_label_fn fn, void *ctx)
 {
     if (!z)
         return;
-    int first = 1;
     /* the first attached label of `id`, and of loose ones the first starting at or after the
      * allocation */
     for (size_t i = lower_bound(z->owned, z->nowned, sizeof *z->owned, id);
          i < z->nowned && z->owned[i].id == id; i++)
-        write_label(f, &first, z->owned[i].off, z->owned[i].len, z->owned[i].cat);
+        fn(ctx, z->owned[i].off, z->owned[i].len, z->owned[i].cat);
     size_t first_loose = address ? lower_bound(z->loose, z->nloose, sizeof *z->loose, address) : 0;
     for (size_t i = first_loose; address && i < z->nloose && z->loose[i].addr - address < size;
          i++) {
@@ -292,11 +288,9 @@ void vt_identity_write_rec(FILE *f, vt_identity_frozen *z, uint64_t id, uintptr_
         if (l->seq_last < birth_seq || (dead && l->seq_first >= death_seq))
             continue;
         uint64_t off = l->addr - address;
-        write_label(f, &first, off, l->len < size - off ? l->len : size - off, l->cat);
+        fn(ctx, off, l->len < size - off ? l->len : size - off, l->cat);
         z->loose_matched++;
     }
-    if (!first)
-        fputc(']', f);
 }
 
 void vt_identity_write_summary(FILE *f, const vt_identity_frozen *z)

@@ -42,12 +42,15 @@ VT_HIDDEN vt_identity_frozen *vt_identity_freeze_locked(void);
 VT_HIDDEN int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r);
 /* Unlocked, once the copy is complete: sorts it for the look-ups below. */
 VT_HIDDEN void vt_identity_frozen_ready(vt_identity_frozen *z);
-/* Appends `, "labels": [...]` to an allocation's object when it has any: attached ones by the
- * allocation id, loose ones that start inside [address, address + size) and were labelled
- * while it lived (birth_seq, and death_seq when dead). */
-VT_HIDDEN void vt_identity_write_rec(FILE *f, vt_identity_frozen *z, uint64_t id, uintptr_t address,
-                                     uint64_t size, uint64_t birth_seq, int dead,
-                                     uint64_t death_seq);
+/* Hands each label of an allocation to fn: attached ones by the allocation id, loose ones that
+ * start inside [address, address + size) and were labelled while it lived (birth_seq, and
+ * death_seq when dead). cat is a vt_id_category. */
+typedef void (*vt_label_fn)(void *ctx, uint64_t off, uint64_t len, int cat);
+VT_HIDDEN void vt_identity_labels(vt_identity_frozen *z, uint64_t id, uintptr_t address,
+                                  uint64_t size, uint64_t birth_seq, int dead, uint64_t death_seq,
+                                  vt_label_fn fn, void *ctx);
+/* The snapshot's name of a category ("optimizer_state"). */
+VT_HIDDEN const char *vt_identity_category_name(int cat);
 /* The top-level `"identity"` member and ",\n", after the allocations. */
 VT_HIDDEN void vt_identity_write_summary(FILE *f, const vt_identity_frozen *z);
 VT_HIDDEN void vt_identity_thaw(vt_identity_frozen *z);

@@ -75,14 +75,6 @@ void vt_json_time(FILE *f, double t)
         fprintf(f, "%.6f", t);
 }
 
-void vt_json_addr(FILE *f, uintptr_t a)
-{
-    if (a)
-        fprintf(f, "\"0x%lx\"", (unsigned long)a);
-    else
-        fputs("null", f);
-}
-
 void vt_json_int_or_null(FILE *f, int64_t v)
 {
     if (v < 0)

@@ -16,6 +16,5 @@ VT_HIDDEN void vt_json_strn(FILE *f, const char *s, size_t len);
 VT_HIDDEN void vt_json_time(FILE *f, double t);
 /* v, or null when v < 0 (unknown) */
 VT_HIDDEN void vt_json_int_or_null(FILE *f, int64_t v);
-VT_HIDDEN void vt_json_addr(FILE *f, uintptr_t a);
 
 #endif

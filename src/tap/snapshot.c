@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "command.h"
+#include "compact.h"
 #include "freeze.h"
 #include "history.h"
 #include "hostram.h"
@@ -47,61 +48,121 @@ static double secs(uint64_t ticks)
     return vt_seconds(&timebase, ticks);
 }
 
-static void site_ref(FILE *f, sitemap *sm, uint32_t site)
+/* The site's index in the file, numbered at its first reference; VT_NO_SITE for none. */
+static uint32_t site_index(sitemap *sm, uint32_t site)
 {
-    if (site == VT_NO_SITE || site >= sm->cap || !sm->index) {
-        fputs("null", f);
-        return;
-    }
+    if (site == VT_NO_SITE || site >= sm->cap || !sm->index)
+        return VT_NO_SITE;
     if (sm->index[site] == VT_NO_SITE) {
         sm->index[site] = sm->n;
         sm->order[sm->n++] = site;
     }
-    fprintf(f, "%u", sm->index[site]);
+    return sm->index[site];
 }
 
-static void write_mark(FILE *f, const vt_mark *m)
+static void site_ref(FILE *f, sitemap *sm, uint32_t site)
 {
-    fprintf(f, "{\"phase\": \"%s\", \"step\": %u, \"instance\": %u}", vt_phase_name(m->phase),
-            m->step, m->instance);
-}
-
-static void write_rec(FILE *f, const frozen_rec *r, int *first, sitemap *sm,
-                      vt_identity_frozen *identity)
-{
-    fprintf(f,
-            "%s\n  {\"id\": %llu, \"device\": %d, \"size\": %llu, \"address\": ", *first ? "" : ",",
-            (unsigned long long)r->id, r->device, (unsigned long long)r->size);
-    *first = 0;
-    vt_json_addr(f, r->address);
-    fprintf(f, ", \"api\": \"%s\", \"kind\": \"%s\", \"birth_time_s\": ", vt_api_name(r->api),
-            vt_kind_name(r->kind));
-    vt_json_time(f, secs(r->birth.time));
-    fputs(", \"death_time_s\": ", f);
-    vt_json_time(f, r->dead ? secs(r->death.time) : -1);
-    fprintf(f, ", \"birth_seq\": %llu, \"death_seq\": ", (unsigned long long)r->birth.seq);
-    if (r->dead)
-        fprintf(f, "%llu", (unsigned long long)r->death.seq);
-    else
+    uint32_t i = site_index(sm, site);
+    if (i == VT_NO_SITE)
         fputs("null", f);
-    fputs(", \"birth\": ", f);
-    write_mark(f, &r->birth);
-    fputs(", \"death\": ", f);
-    if (r->dead)
-        write_mark(f, &r->death);
     else
-        fputs("null", f);
-    fputs(", \"site\": ", f);
-    site_ref(f, sm, r->site);
-    vt_identity_write_rec(f, identity, r->id, r->address, r->size, r->birth.seq, r->dead,
-                          r->death.seq);
-    fputc('}', f);
+        fprintf(f, "%u", i);
 }
 
-static void history_alloc(FILE *f, void *sm, const vt_rec *r, int *first)
+/* A section of the compact file, filled record by record. */
+typedef struct {
+    vt_cbuf buf;
+    vt_cdelta d;
+    uint64_t n;
+} section;
+
+/* What the records refer to while they are encoded. */
+typedef struct {
+    sitemap *sm;
+    section allocs, hallocs, hevents;
+    vt_clabel *labels; /* the current record's */
+    size_t nlabels, caplabels;
+    int history, failed;
+} records;
+
+static uint64_t micros(uint64_t ticks)
 {
+    double s = secs(ticks) * 1e6 + 0.5;
+    return s > 0 ? (uint64_t)s : 0;
+}
+
+static uint64_t phase_index(uint8_t phase)
+{
+    return phase <= VT_PHASE_OTHER ? phase : VT_PHASE_OTHER;
+}
+
+static void add_label(void *ctx, uint64_t off, uint64_t len, int cat)
+{
+    records *o = ctx;
+    if (o->nlabels == o->caplabels) {
+        size_t cap = o->caplabels ? 2 * o->caplabels : 16;
+        vt_clabel *l = realloc(o->labels, cap * sizeof *l);
+        if (!l) {
+            o->failed = 1;
+            return;
+        }
+        o->labels = l;
+        o->caplabels = cap;
+    }
+    o->labels[o->nlabels++] = (vt_clabel){off, len, (uint64_t)cat};
+}
+
+static void put_rec(records *o, section *sec, const frozen_rec *r, vt_identity_frozen *identity)
+{
+    o->nlabels = 0;
+    vt_identity_labels(identity, r->id, r->address, r->size, r->birth.seq, r->dead, r->death.seq,
+                       add_label, o);
+    uint32_t site = site_index(o->sm, r->site);
+    vt_crec c = {.id = r->id,
+                 .device = (uint64_t)r->device,
+                 .size = r->size,
+                 .address = r->address,
+                 .api = r->api,
+                 .kind = r->kind,
+                 .birth_us = micros(r->birth.time),
+                 .birth_seq = r->birth.seq,
+                 .birth_phase = phase_index(r->birth.phase),
+                 .birth_step = r->birth.step,
+                 .birth_instance = r->birth.instance,
+                 .dead = r->dead,
+                 .site = site == VT_NO_SITE ? VT_CREC_NO_SITE : site,
+                 .nlabels = o->nlabels,
+                 .labels = o->labels};
+    if (r->dead) {
+        c.death_us = micros(r->death.time);
+        c.death_seq = r->death.seq;
+        c.death_phase = phase_index(r->death.phase);
+        c.death_step = r->death.step;
+        c.death_instance = r->death.instance;
+    }
+    vt_crec_put(&sec->buf, &sec->d, &c);
+    sec->n++;
+}
+
+static int id_order(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static void history_alloc(void *ctx, const vt_rec *r)
+{
+    records *o = ctx;
     frozen_rec fr = vt_frozen_rec(r);
-    write_rec(f, &fr, first, sm, NULL); /* history_allocations carry no labels */
+    put_rec(o, &o->hallocs, &fr, NULL); /* history_allocations carry no labels */
+}
+
+static void history_event(void *ctx, uint64_t ticks, uint64_t id, int64_t bytes)
+{
+    records *o = ctx;
+    vt_cevent e = {micros(ticks), id, bytes};
+    vt_cevent_put(&o->hevents.buf, &o->hevents.d, &e);
+    o->hevents.n++;
 }
 
 static void copy_site(FILE *f, void *sm, uint32_t site)
@@ -115,27 +176,66 @@ static double history_seconds(void *ctx, uint64_t ticks)
     return secs(ticks);
 }
 
-/* The history's allocations that `allocations` does not list, and its events. */
-static void write_history(FILE *f, const frozen *fz, sitemap *sm)
+/* The history's allocations that `allocations` does not list, and its events. The listed ids
+ * are a bit each over their span when that takes at most 8 bytes a record (no sort, no search:
+ * the records come in the books' order), else sorted. */
+static void write_history(FILE *f, const frozen *fz, records *o)
 {
-    uint64_t *ids = malloc((fz->nrecs + 1) * sizeof *ids);
-    if (!ids)
+    size_t n = fz->nrecs;
+    vt_history_listed l = {.nids = n, .lo = UINT64_MAX};
+    for (size_t i = 0; i < n; i++) {
+        l.lo = fz->recs[i].id < l.lo ? fz->recs[i].id : l.lo;
+        l.hi = fz->recs[i].id > l.hi ? fz->recs[i].id : l.hi;
+    }
+    uint64_t *bits = NULL, *ids = NULL;
+    if (n && (l.hi - l.lo) / 64 < n) {
+        bits = calloc((l.hi - l.lo) / 64 + 1, sizeof *bits);
+        for (size_t i = 0; bits && i < n; i++)
+            bits[(fz->recs[i].id - l.lo) >> 6] |= UINT64_C(1) << ((fz->recs[i].id - l.lo) & 63);
+    } else if (n) {
+        ids = malloc(n * sizeof *ids);
+        for (size_t i = 0; ids && i < n; i++)
+            ids[i] = fz->recs[i].id;
+        if (ids)
+            qsort(ids, n, sizeof *ids, id_order);
+    }
+    if (n && !bits && !ids) {
+        o->failed = 1;
         return;
-    for (size_t i = 0; i < fz->nrecs; i++)
-        ids[i] = fz->recs[i].id;
-    qsort(ids, fz->nrecs, sizeof *ids, vt_history_id_order);
-    vt_history_listed l = {.ids = ids, .nids = fz->nrecs};
+    }
+    l.bits = bits;
+    l.ids = ids;
     for (int i = 0; i < fz->ndev; i++)
         l.used_devices |= 1u << fz->ordinal[i];
-    vt_history_write(f, fz->history, &l, &(vt_history_out){history_alloc, history_seconds, sm});
+    o->history = vt_history_write(
+        f, fz->history, &l, &(vt_history_out){history_alloc, history_event, history_seconds, o});
+    free(bits);
     free(ids);
 }
 
-static void write_allocations(FILE *f, const frozen *fz, sitemap *sm)
+static void write_section(FILE *f, const char tag[4], const section *sec)
 {
-    int first = 1;
-    for (size_t i = 0; i < fz->nrecs; i++)
-        write_rec(f, &fz->recs[i], &first, sm, fz->identity);
+    uint8_t head[VT_CSECTION_HEAD_MAX];
+    fwrite(head, 1, vt_csection_head(head, tag, sec->n, sec->buf.len), f);
+    fwrite(sec->buf.p, 1, sec->buf.len, f);
+}
+
+/* The names the records' api, kind, phase and label category indexes stand for. */
+static void write_names(FILE *f)
+{
+    fputs(VT_JSON_KEY(VT_K_COMPACT) "{\"apis\": [", f);
+    for (int i = 0; i < VT_API_COUNT; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", vt_api_name((vt_api)i));
+    fputs("], \"kinds\": [", f);
+    for (int i = 0; i <= VT_KIND_HOST; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", vt_kind_name((vt_kind)i));
+    fputs("], \"phases\": [", f);
+    for (int i = 0; i <= VT_PHASE_OTHER; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", vt_phase_name((vt_phase)i));
+    fputs("], \"categories\": [", f);
+    for (int i = 0; i < VT_ID_COUNT; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", vt_identity_category_name(i));
+    fputs("]},\n", f);
 }
 
 static void write_env(FILE *f)
@@ -373,7 +473,8 @@ static void write_ooms(FILE *f, const frozen *fz, sitemap *sm)
     fputs("],\n", f);
 }
 
-static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen *fz)
+/* -1 when memory ran out for the records: the file would be incomplete. */
+static int write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen *fz)
 {
     timebase = vt_clock_calibrate();
     uint32_t nsites = vt_stack_count(NULL);
@@ -390,7 +491,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         }
     }
 
-    fputs("{" VT_JSON_KEY(VT_K_FORMAT) "\"" VT_SNAPSHOT_FORMAT "\", ", f);
+    fputs(VT_COMPACT_MAGIC "{" VT_JSON_KEY(VT_K_FORMAT) "\"" VT_SNAPSHOT_FORMAT "\", ", f);
     fprintf(f, VT_JSON_KEY(VT_K_VERSION) "%d, " VT_JSON_KEY(VT_K_KIND) "\"%s\",\n",
             VT_SNAPSHOT_VERSION, kind);
     fprintf(f, VT_JSON_KEY(VT_K_VRAMTAP_VERSION) "\"%s\", ", VT_VERSION);
@@ -421,9 +522,9 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
     vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time), &fz->workers);
     vt_copies_write(f, fz->copies, copy_site, &sm);
-    fputs(VT_JSON_KEY(VT_K_ALLOCATIONS) "[", f);
-    write_allocations(f, fz, &sm);
-    fputs("],\n", f);
+    records o = {.sm = &sm};
+    for (size_t i = 0; i < fz->nrecs; i++)
+        put_rec(&o, &o.allocs, &fz->recs[i], fz->identity);
     vt_identity_write_summary(f, fz->identity);
     vt_record_write(f, fz->record);
     write_timeline(f, fz);
@@ -438,7 +539,7 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         fputs("},\n", f);
     }
     /* after the out-of-memory events and request, so that their sites come first */
-    write_history(f, fz, &sm);
+    write_history(f, fz, &o);
     /* Last, once every reference has been numbered. */
     fputs(VT_JSON_KEY(VT_K_SITES) "[", f);
     for (uint32_t i = 0; i < sm.n; i++) {
@@ -446,10 +547,27 @@ static void write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen
         vt_stack_write_json(f, sm.order[i], i);
     }
     fputs("],\n", f);
+    write_names(f);
     write_modules(f);
     fputs("}\n", f);
+    fputc(0, f);
+    /* Without its END section a reader says the file is cut short, as it is. */
+    int failed = o.failed || o.allocs.buf.failed || o.hallocs.buf.failed || o.hevents.buf.failed;
+    if (!failed) {
+        write_section(f, VT_SEC_ALLOCATIONS, &o.allocs);
+        if (o.history) {
+            write_section(f, VT_SEC_HISTORY_ALLOCATIONS, &o.hallocs);
+            write_section(f, VT_SEC_HISTORY_EVENTS, &o.hevents);
+        }
+        fwrite(VT_CSECTION_END, 1, 5, f);
+    }
+    vt_cbuf_free(&o.allocs.buf);
+    vt_cbuf_free(&o.hallocs.buf);
+    vt_cbuf_free(&o.hevents.buf);
+    free(o.labels);
     free(sm.index);
     free(sm.order);
+    return failed ? -1 : 0;
 }
 
 /* oom_n: the post-mortem's number, 0 for the snapshot; wait: see vt_outfile_open. 0 when the
@@ -477,7 +595,8 @@ static int write_file_frozen(int oom_n, int wait, const char *kind, const vt_oom
     char *buf = malloc(1 << 16);
     if (buf)
         setvbuf(f, buf, _IOFBF, 1 << 16);
-    write_doc(f, kind, oom, &fz);
+    if (write_doc(f, kind, oom, &fz))
+        vt_warn_once("out of memory writing a snapshot in %s", vt_cfg.out_dir);
     vt_thaw(&fz);
     int placed = vt_outfile_close(&out);
     free(buf);

@@ -32,8 +32,7 @@ with tempfile.TemporaryDirectory() as out:
     subprocess.run([os.path.join(build, "tests/tap/tap_routes")], env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for path in sorted(glob.glob(os.path.join(out, "vramtap.*.json"))):
-        with open(path) as f:
-            files[os.path.basename(path)] = json.load(f)
+        files[os.path.basename(path)] = json.loads(subprocess.check_output([cli, "export", "--json", path]))
     fixtures = os.path.join(src, "tests/import/fixtures")
     for name in ("synthetic.pt.trace.json", "synthetic.pickle"):
         dest = os.path.join(out, name + ".vramtap.json")

@@ -112,8 +112,7 @@ def bill(args):
             expect(cats.get(c), want.get(c, 0), "category " + c)
     expect(dev.get("peak", {}).get("phase"), None if "--no-markers" in args else "backward",
            "peak phase")
-    with open(snap) as f:
-        doc = json.load(f)
+    doc = json.loads(subprocess.check_output([CLI, "export", "--json", snap]))
     expect(doc["kind"], "interim" if killed else "exit", "snapshot kind")
     steps = int(args[args.index("--steps") + 1]) if "--steps" in args else 3
     accum = int(args[args.index("--accum") + 1]) if "--accum" in args else 1
@@ -178,8 +177,7 @@ def oom():
     expect(len(files), 1, "post-mortem files")
     if not files:
         return
-    with open(files[0]) as f:
-        pm = json.load(f)
+    pm = json.loads(subprocess.check_output([CLI, "export", "--json", files[0]]))
     expect(pm["kind"], "oom", "post-mortem kind")
     expect(pm["oom"]["size"], 4 << 20, "failed request size")
     expect(pm["oom"]["phase"], "optimizer", "failed request phase")
@@ -206,8 +204,7 @@ def ranks():
                                  "LOCAL_RANK": str(rank)})
     pid, peak = {}, {}
     for f in glob.glob(os.path.join(outdir, "vramtap.*.json")):
-        with open(f) as fh:
-            doc = json.load(fh)
+        doc = json.loads(subprocess.check_output([CLI, "export", "--json", f]))
         pid[doc["rank"]["rank"]] = doc["pid"]
         peak[doc["rank"]["rank"]] = doc["devices"][0]["peak_bytes"]
     expect(sorted(pid), [0, 1], "ranks written")
@@ -234,8 +231,7 @@ def signatures():
     views = []
     for _ in range(2):
         _, snap, _ = run_sim(["--batch", "4"])
-        with open(snap) as f:
-            doc = json.load(f)
+        doc = json.loads(subprocess.check_output([CLI, "export", "--json", snap]))
         sig = [s["signature"] for s in doc["sites"]]
         by_sig = {}
         for a in doc["allocations"]:
@@ -319,8 +315,7 @@ def build_id(path):
 
 def with_module(snap, path, bid, out):
     """The snapshot with the program's entry in modules naming `path` and build id `bid`."""
-    with open(snap) as f:
-        doc = json.load(f)
+    doc = json.loads(subprocess.check_output([CLI, "export", "--json", snap]))
     for m in doc.get("modules", []):
         if m["path"] == os.path.realpath(SIM):
             m.update(path=path, build_id=bid)
@@ -344,8 +339,7 @@ def lines():
     if not snap:
         failures.append("no snapshot written")
         return
-    with open(snap) as f:
-        mods = {m["path"]: m["build_id"] for m in json.load(f).get("modules", [])}
+    mods = {m["path"]: m["build_id"] for m in json.loads(subprocess.check_output([CLI, "export", "--json", snap])).get("modules", [])}
     bid = build_id(SIM)
     expect(mods.get(os.path.realpath(SIM)), bid, "the program's module and build id recorded")
     at = "e2e/train_sim.c:%d " % source_line("if (cudaMalloc(&p, size) != cudaSuccess)")

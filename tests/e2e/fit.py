@@ -166,8 +166,7 @@ def moved():
 
 def with_record(snap, batch, out):
     """A copy of snap whose run record holds the batch size, as the PyTorch hooks write it."""
-    with open(snap) as fh:
-        doc = json.load(fh)
+    doc = json.loads(subprocess.check_output([CLI, "export", "--json", snap]))
     doc["run_record"] = {"batch_size": batch}
     path = os.path.join(out, "rec%d.json" % batch)
     with open(path, "w") as fh:

@@ -1,5 +1,6 @@
-/* `vramtap report` on any bytes: the snapshot loader, then every output built on what it
- * accepts (the report or post-mortem, --json, --folded, --record), written to /dev/null. The
+/* `vramtap report` on any bytes, JSON or compact: the snapshot loader, then every output built
+ * on what it accepts (the report or post-mortem, --json, --folded, --record, `export --json`),
+ * written to /dev/null. The
  * loader reads each allocation its fast reader takes with its tree reader too
  * (VT_CHECK_READERS): an element they read differently is a failure. */
 #include <ctype.h>
@@ -10,6 +11,7 @@
 #include "alloc_read.h"
 
 #include "fuzz.h"
+#include "pictures.h"
 #include "record.h"
 #include "report.h"
 
@@ -55,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_decref(doc);
     vt_fuzz_check_err(vt_print_folded(sink, &l, &err), &err);
     vt_print_record_markdown(sink, &l.snap);
+    vt_fuzz_check_err(vt_export_json(sink, &l.snap, &err), &err);
     vt_loaded_close(&l);
     return 0;
 }

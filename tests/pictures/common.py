@@ -79,8 +79,12 @@ def simulated(out, args=("--batch", "4", "--steps", "3"), extra=None, want_exit=
 
 
 def load(path):
-    with open(path) as f:
-        return json.load(f)
+    """A JSON file; a compact snapshot (the library's) as `vramtap export --json` spells it."""
+    with open(path, "rb") as f:
+        if f.read(8) != b"\x89VTSNAP ":
+            f.seek(0)
+            return json.load(f)
+    return json.loads(subprocess.check_output([CLI, "export", "--json", path]))
 
 
 def page_data(html_path):

@@ -33,8 +33,7 @@ if not check(p.returncode == 0 and len(snaps) == 1, "workload ran and wrote one 
 check("vramtap:" not in p.stderr, "nothing said on stderr", p.stderr)
 with open(expect_path) as f:
     expect = json.load(f)
-with open(snaps[0]) as f:
-    snap = json.load(f)
+snap = json.loads(subprocess.check_output([CLI, "export", "--json", snaps[0]]))
 
 r = subprocess.run([CLI, "report", "--json", snaps[0]], capture_output=True, text=True)
 if not check(r.returncode == 0, "report --json", r.stderr):

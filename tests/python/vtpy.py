@@ -91,8 +91,7 @@ def vramtap_run(command, run_args=(), env=None, timeout=300):
                        timeout=timeout)
     snaps = []
     for path in sorted(glob.glob(os.path.join(out, "vramtap.*.json"))):
-        with open(path) as f:
-            snaps.append(json.load(f))
+        snaps.append(json.loads(subprocess.check_output([CLI, "export", "--json", path])))
     return p, snaps
 
 

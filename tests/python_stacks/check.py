@@ -67,8 +67,7 @@ def run(python, case, helper, extra=None, script=CASES):
         if len(snaps) != 1:
             fail("%s %s: %d snapshots in %s" % (python, case, len(snaps), out))
             return None
-        with open(snaps[0]) as f:
-            snap = json.load(f)
+        snap = json.loads(subprocess.check_output([os.environ["VT_CLI"], "export", "--json", snaps[0]]))
         with open(os.path.join(out, "expect.json")) as f:
             expect = json.load(f)
         return snap, expect, p.stderr

@@ -86,8 +86,7 @@ def driver():
         if len(posts) != OOMS:
             failures.append("run %d: %d post-mortems, expected %d" % (run, len(posts), OOMS))
             continue
-        with open(posts[0]) as f:
-            doc = json.load(f)
+        doc = json.loads(subprocess.check_output([os.environ["VT_CLI"], "export", "--json", posts[0]]))
         site = doc["sites"][doc["oom"]["site"]] if doc["oom"]["site"] is not None else {}
         py = [(fr["function"], fr["line"]) for fr in site.get("frames", [])
               if fr["type"] == "python"]

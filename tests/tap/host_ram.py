@@ -48,8 +48,7 @@ for limit in ("1073741824", "max", "314572800"):
     if len(snaps) != 1:
         failures.append("%d snapshots" % len(snaps))
         break
-    with open(snaps[0]) as f:
-        doc = json.load(f)
+    doc = json.loads(subprocess.check_output([os.environ["VT_CLI"], "export", "--json", snaps[0]]))
     ram = doc["host_ram"]
     within = lambda v: v is not None and load <= v <= load + (SLACK if SLACK else v)
     expect(within(ram["high_water_bytes"]), "high_water_bytes %s" % ram["high_water_bytes"])

@@ -43,8 +43,9 @@ else:
         failures.append("%d snapshots, %d written, %d put off (interim and exit expected)"
                         % (len(snaps), len(wrote), len(put_off)))
     else:
-        with open(snaps[0]) as f:
-            head = f.read(1 << 16)
+        # the compact file's head is JSON text
+        with open(snaps[0], "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", "replace")
         counters = json.loads(re.search(r'"counters": (\{[^}]*\})', head).group(1))
         for k, v in want.items():
             if counters[k] != v:

@@ -44,8 +44,7 @@ def run(cmd, env):
 
 
 def load(path):
-    with open(path) as f:
-        return json.load(f)
+    return json.loads(subprocess.check_output([os.environ["VT_CLI"], "export", "--json", path]))
 
 
 def short_host():

@@ -25,8 +25,7 @@ def site_of_run(mode):
         failures.append("%s: exit %d: %s" % (mode, p.returncode, p.stderr))
         return None, None
     snaps = glob.glob(os.path.join(out, "vramtap.*.json"))
-    with open(snaps[0]) as f:
-        doc = json.load(f)
+    doc = json.loads(subprocess.check_output([os.environ["VT_CLI"], "export", "--json", snaps[0]]))
     allocs = [a for a in doc["allocations"] if a["size"] == 12345]
     if len(snaps) != 1 or len(allocs) != 1 or allocs[0]["site"] is None:
         failures.append("%s: %d snapshots, allocations %s" % (mode, len(snaps), allocs))

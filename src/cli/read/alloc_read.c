@@ -387,3 +387,14 @@ bool vt_alloc_sax(const vt_alloc_limits *lim, const char *text, size_t len, vt_a
     free(r.ranges);
     return ok;
 }
+
+int vt_alloc_death_check(const vt_alloc *a, vt_err *err)
+{
+    if (a->death.step >= a->birth.step && a->death.instance >= a->birth.instance)
+        return 0;
+    vt_err_set(err,
+               "death: step %lld, instance %lld comes before its birth (step %lld, instance %lld)",
+               (long long)a->death.step, (long long)a->death.instance, (long long)a->birth.step,
+               (long long)a->birth.instance);
+    return -1;
+}

@@ -24,6 +24,8 @@ int vt_label_category(const char *name, size_t n);
  * offset order; NULL when n is 0. -1 when memory runs out. */
 int vt_labels_sum(vt_label_range *r, size_t n, vt_alloc *a);
 vt_alloc_kind vt_alloc_kind_of(const char *name, size_t n);
+/* -1 with err when a's death (a->death, set) comes before its birth. */
+int vt_alloc_death_check(const vt_alloc *a, vt_err *err);
 /* phase by name, VT_NPHASES when the name is none */
 vt_phase vt_phase_of(const char *name, size_t n);
 

@@ -14,6 +14,7 @@
 
 #include "snapshot.h"
 #include "alloc_read.h"
+#include "compact_read.h"
 #include "split.h"
 #include "snapshot_keys.h"
 
@@ -846,14 +847,8 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
         vt_err_set(err, "device: %lld is not in devices[]", (long long)device);
         return -1;
     }
-    if (death && (a->death.step < a->birth.step || a->death.instance < a->birth.instance)) {
-        vt_err_set(err,
-                   "death: step %lld, instance %lld comes before its birth (step %lld, "
-                   "instance %lld)",
-                   (long long)a->death.step, (long long)a->death.instance, (long long)a->birth.step,
-                   (long long)a->birth.instance);
+    if (death && vt_alloc_death_check(a, err))
         return -1;
-    }
     a->size = size;
     a->device = (int32_t)device;
     a->site = (int32_t)site;
@@ -971,6 +966,23 @@ static void device_indexes(const vt_snapshot *s, int16_t index[VT_MAX_DEVICE + 1
         index[s->devices[d].device] = (int16_t)d;
 }
 
+/* Each device's listed bytes and count. */
+static int sum_allocations(vt_snapshot *s, const int16_t device_index[VT_MAX_DEVICE + 1],
+                           vt_err *err)
+{
+    for (size_t i = 0; i < s->nallocs; i++) {
+        vt_device *dev = &s->devices[device_index[s->allocs[i].device]];
+        dev->listed_bytes += s->allocs[i].size;
+        dev->listed_count++;
+        if (dev->listed_bytes > VT_MAX_BYTES) {
+            vt_err_set(err, "%s: the allocations on device %d add up to more than 1 PiB", s->path,
+                       dev->device);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
 {
     const vt_piece *spans = m->elems;
@@ -990,18 +1002,45 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
 
     if (parallel_for(n, parse_alloc, &c, err))
         return -1;
+    return sum_allocations(s, device_index, err);
+}
 
-    for (size_t i = 0; i < n; i++) {
-        vt_device *dev = &s->devices[device_index[s->allocs[i].device]];
-        dev->listed_bytes += s->allocs[i].size;
-        dev->listed_count++;
-        if (dev->listed_bytes > VT_MAX_BYTES) {
-            vt_err_set(err, "%s: the allocations on device %d add up to more than 1 PiB", s->path,
-                       dev->device);
-            return -1;
-        }
+/* A compact file's section of allocation records into *out (*n of them). */
+static int read_records(vt_snapshot *s, const char *key, const uint8_t *p, size_t len,
+                        const vt_cnames *names, vt_alloc **out, size_t *n, vt_err *err)
+{
+    int16_t device_index[VT_MAX_DEVICE + 1];
+    device_indexes(s, device_index);
+    vt_alloc_limits lim = {s->steps, s->nsites, device_index};
+    vt_creader r;
+    size_t at, count;
+    if (vt_csection_start(p, len, &r, &count, err))
+        return fail_at(s, err, "%s", key);
+    *out = calloc(count ? count : 1, sizeof **out);
+    if (!*out) {
+        vt_err_set(err, "%s: out of memory for %zu allocations", s->path, count);
+        return -1;
     }
-    return 0;
+    *n = count;
+    int rc = vt_callocs_read(&r, count, names, &lim, *out, &at, err);
+    vt_creader_free(&r);
+    return rc ? fail_at(s, err, "%s[%zu]", key, at) : 0;
+}
+
+static int load_compact_allocations(vt_snapshot *s, const vt_compact *c, const vt_cnames *names,
+                                    vt_err *err)
+{
+    if (!c->allocations) {
+        vt_err_set(err, "%s: the compact file has no %s section (%s)", s->path, VT_SEC_ALLOCATIONS,
+                   VT_K_ALLOCATIONS);
+        return -1;
+    }
+    if (read_records(s, VT_K_ALLOCATIONS, c->allocations, c->allocations_len, names, &s->allocs,
+                     &s->nallocs, err))
+        return -1;
+    int16_t device_index[VT_MAX_DEVICE + 1];
+    device_indexes(s, device_index);
+    return sum_allocations(s, device_index, err);
 }
 
 static int index_sites(vt_snapshot *s, const vt_member *m, vt_err *err)
@@ -1276,13 +1315,31 @@ static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
     return 0;
 }
 
-static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
+/* Where a file's history allocations and events are: big members of a JSON file, or the
+ * sections of a compact one. */
+typedef struct {
+    const big_members *big;
+    const vt_compact *compact;
+    const vt_cnames *names;
+    vt_creader events; /* compact: on the first event */
+    size_t nevents, nextra;
+} history_source;
+
+static int history_sizes(vt_snapshot *s, history_source *h, vt_err *err)
 {
-    json_t *h, *windows;
-    if (get_container(s->root, VT_K_HISTORY, JSON_OBJECT, NULLABLE, &h, err))
-        return fail_file(s, err);
-    if (!h)
+    if (h->compact) {
+        const vt_compact *c = h->compact;
+        if (!c->history_allocations || !c->history_events) {
+            vt_err_set(err, "%s: the compact file has a history but no %s section", s->path,
+                       c->history_events ? VT_SEC_HISTORY_ALLOCATIONS : VT_SEC_HISTORY_EVENTS);
+            return -1;
+        }
+        if (vt_csection_start(c->history_events, c->history_events_len, &h->events, &h->nevents,
+                              err))
+            return fail_at(s, err, "%s", VT_K_HISTORY_EVENTS);
         return 0;
+    }
+    const big_members *big = h->big;
     if (!big->have_hallocs || !big->have_hevents) {
         vt_err_set(err, "%s: %s: missing (expected an array)", s->path,
                    big->have_hallocs ? VT_K_HISTORY_EVENTS : VT_K_HISTORY_ALLOCATIONS);
@@ -1291,8 +1348,56 @@ static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
     if (want_array(s, VT_K_HISTORY_ALLOCATIONS, &big->hallocs, err) ||
         want_array(s, VT_K_HISTORY_EVENTS, &big->hevents, err))
         return -1;
-    size_t nev = big->hevents.nelems, nextra = big->hallocs.nelems;
-    if (nev > UINT32_MAX || nextra > UINT32_MAX / 2) {
+    h->nevents = big->hevents.nelems;
+    h->nextra = big->hallocs.nelems;
+    return 0;
+}
+
+static int read_history(vt_snapshot *s, history_source *h, int64_t *ids, vt_err *err)
+{
+    if (h->compact) {
+        size_t at;
+        const vt_compact *c = h->compact;
+        if (read_records(s, VT_K_HISTORY_ALLOCATIONS, c->history_allocations,
+                         c->history_allocations_len, h->names, &s->hextra, &s->nhextra, err))
+            return -1;
+        if (s->nhextra > UINT32_MAX / 2) {
+            vt_err_set(err, "%s: %s: more than %u allocations", s->path, VT_K_HISTORY_ALLOCATIONS,
+                       UINT32_MAX / 2);
+            return -1;
+        }
+        if (vt_cevents_read(&h->events, h->nevents, s->hevents, ids, &at, err))
+            return fail_at(s, err, "%s[%zu]", VT_K_HISTORY_EVENTS, at);
+        return 0;
+    }
+    int16_t device_index[VT_MAX_DEVICE + 1];
+    device_indexes(s, device_index);
+    s->hextra = calloc(h->nextra + 1, sizeof *s->hextra);
+    if (!s->hextra) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    s->nhextra = h->nextra;
+    alloc_ctx ac = {s,         h->big->hallocs.elems,    {s->steps, s->nsites, device_index},
+                    s->hextra, VT_K_HISTORY_ALLOCATIONS, getenv(VT_CHECK_READERS) != NULL};
+    hevent_ctx ec = {s, h->big->hevents.elems, ids};
+    return parallel_for(h->nextra, parse_alloc, &ac, err) ||
+                   parallel_for(h->nevents, parse_hevent, &ec, err)
+               ? -1
+               : 0;
+}
+
+static int load_history(vt_snapshot *s, history_source *src, vt_err *err)
+{
+    json_t *h, *windows;
+    if (get_container(s->root, VT_K_HISTORY, JSON_OBJECT, NULLABLE, &h, err))
+        return fail_file(s, err);
+    if (!h)
+        return 0;
+    if (history_sizes(s, src, err))
+        return -1;
+    size_t nev = src->nevents;
+    if (nev > UINT32_MAX || src->nextra > UINT32_MAX / 2) {
         vt_err_set(err, "%s: history_events: more than %u events", s->path, UINT32_MAX);
         return -1;
     }
@@ -1304,27 +1409,19 @@ static int load_history(vt_snapshot *s, big_members *big, vt_err *err)
     s->nwindows = json_array_size(windows);
     s->windows = calloc(s->nwindows + 1, sizeof *s->windows);
     s->hevents = malloc((nev + 1) * sizeof *s->hevents);
-    s->hextra = calloc(nextra + 1, sizeof *s->hextra);
     int64_t *ids = malloc((nev + 1) * sizeof *ids);
-    if (!s->windows || !s->hevents || !s->hextra || !ids) {
+    if (!s->windows || !s->hevents || !ids) {
         free(ids);
         vt_err_set(err, "%s: out of memory", s->path);
         return -1;
     }
     s->nhevents = nev;
-    s->nhextra = nextra;
     for (size_t i = 0; i < s->nwindows; i++)
         if (load_window(s, json_array_get(windows, i), nev, &s->windows[i], err)) {
             free(ids);
             return fail_at(s, err, "history.windows[%zu]", i);
         }
-    int16_t device_index[VT_MAX_DEVICE + 1];
-    device_indexes(s, device_index);
-    alloc_ctx ac = {s,         big->hallocs.elems,       {s->steps, s->nsites, device_index},
-                    s->hextra, VT_K_HISTORY_ALLOCATIONS, getenv(VT_CHECK_READERS) != NULL};
-    hevent_ctx ec = {s, big->hevents.elems, ids};
-    int r = parallel_for(nextra, parse_alloc, &ac, err) ||
-            parallel_for(nev, parse_hevent, &ec, err) || resolve_hevents(s, ids, err);
+    int r = read_history(s, src, ids, err) || resolve_hevents(s, ids, err);
     free(ids);
     return r ? -1 : 0;
 }
@@ -1344,6 +1441,21 @@ static void forget_phases(vt_snapshot *s)
     s->oom.phase = VT_NOPHASE;
 }
 
+/* A compact file: buf becomes its head, the JSON text the rest of the loader reads. */
+static int open_compact(vt_snapshot *s, vt_compact *c, vt_err *err)
+{
+    char why[160];
+    if (vt_compact_open(s->buf, s->buflen, c, why, sizeof why)) {
+        vt_err_set(err, "%s: %s", s->path, why);
+        return -1;
+    }
+    s->file = s->buf;
+    s->filelen = s->buflen;
+    s->buf = (char *)c->head;
+    s->buflen = c->head_len;
+    return 0;
+}
+
 int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
 {
     memset(s, 0, sizeof *s);
@@ -1355,23 +1467,40 @@ int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
         return -1;
     }
     big_members big = {0};
+    vt_compact compact;
+    vt_cnames names = {0};
     int r = -1;
-    if (read_file(path, &s->buf, &s->buflen, err) || collect_members(s, &big, err) ||
+    if (read_file(path, &s->buf, &s->buflen, err))
+        goto done;
+    bool is_compact = vt_compact_is(s->buf, s->buflen);
+    if ((is_compact && open_compact(s, &compact, err)) || collect_members(s, &big, err) ||
         check_format(s, err) || load_process(s, err) || load_devices(s, err) ||
         load_modules(s, err))
         goto done;
-    if (!big.have_sites || !big.have_allocations) {
+    if (is_compact && vt_cnames_load(s->root, &names, err)) {
+        fail_file(s, err);
+        goto done;
+    }
+    if (!big.have_sites || (!big.have_allocations && !is_compact)) {
         vt_err_set(err, "%s: %s: missing (expected an array)", path,
                    big.have_sites ? VT_K_ALLOCATIONS : VT_K_SITES);
         goto done;
     }
-    if (index_sites(s, &big.sites, err) || load_allocations(s, &big.allocations, err) ||
-        load_ooms(s, err) || load_history(s, &big, err))
+    if (is_compact && (big.have_allocations || big.have_hallocs || big.have_hevents)) {
+        vt_err_set(err, "%s: the compact file's head holds an array its sections hold", path);
+        goto done;
+    }
+    history_source hs = {&big, is_compact ? &compact : NULL, &names, {0}, 0, 0};
+    if (index_sites(s, &big.sites, err) ||
+        (is_compact ? load_compact_allocations(s, &compact, &names, err)
+                    : load_allocations(s, &big.allocations, err)) ||
+        load_ooms(s, err) || load_history(s, &hs, err))
         goto done;
     if (!s->phase_markers)
         forget_phases(s);
     r = 0;
 done:
+    vt_cnames_free(&names);
     free(big.sites.elems);
     free(big.allocations.elems);
     free(big.hallocs.elems);
@@ -1405,7 +1534,7 @@ void vt_snapshot_free(vt_snapshot *s)
     free(s->copies.steps);
     free(s->argv);
     json_decref(s->root);
-    free(s->buf);
+    free(s->file ? s->file : s->buf);
     free(s->path);
     memset(s, 0, sizeof *s);
 }

@@ -174,8 +174,10 @@ typedef struct {
 
 typedef struct {
     char *path;
-    char *buf; /* the file; sites point into it */
+    char *buf; /* the file's JSON text; sites point into it */
     size_t buflen;
+    char *file; /* a compact file as read (buf is then its head), NULL for a JSON file */
+    size_t filelen;
     json_t *root; /* every top-level member but allocations and sites */
     vt_snap_kind kind;
     const char *prog;

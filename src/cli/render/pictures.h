@@ -42,5 +42,7 @@ int vt_picture_command(int argc, char **argv, const vt_picture_verb *verb);
 int vt_render_html(FILE *out, vt_loaded *l, vt_err *err);
 /* render_perfetto.c: Chrome trace-event JSON */
 int vt_render_perfetto(FILE *out, vt_loaded *l, vt_err *err);
+/* export_json.c: a loaded snapshot as the format's JSON document */
+int vt_export_json(FILE *out, const vt_snapshot *s, vt_err *err);
 
 #endif
