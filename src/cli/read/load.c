@@ -1268,6 +1268,62 @@ static int by_id(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
+/* hallocs[0..n) by id: a slot per id over their span when that takes at most 16 bytes an
+ * allocation (a million of them are indexed in milliseconds, where sorting pointers to them
+ * took most of a report), else sorted for bsearch. */
+typedef struct {
+    int64_t lo;
+    uint32_t *slot; /* id - lo -> index in hallocs, UINT32_MAX for none */
+    size_t span;
+} id_index;
+
+/* -1 with err when an id appears twice (the smallest such id is named). */
+static int index_ids(vt_snapshot *s, size_t n, id_index *x, vt_err *err)
+{
+    int64_t lo = INT64_MAX, hi = -1, twice = -1;
+    for (size_t i = 0; i < n; i++) {
+        lo = s->hallocs[i]->id < lo ? s->hallocs[i]->id : lo;
+        hi = s->hallocs[i]->id > hi ? s->hallocs[i]->id : hi;
+    }
+    *x = (id_index){.lo = lo};
+    if (n && (uint64_t)(hi - lo) < 4 * (uint64_t)n) {
+        x->span = (size_t)(hi - lo) + 1;
+        x->slot = malloc(x->span * sizeof *x->slot);
+    }
+    if (x->slot) {
+        memset(x->slot, 0xff, x->span * sizeof *x->slot);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t *sl = &x->slot[s->hallocs[i]->id - lo];
+            if (*sl != UINT32_MAX && (twice < 0 || s->hallocs[i]->id < twice))
+                twice = s->hallocs[i]->id;
+            *sl = (uint32_t)i;
+        }
+    } else {
+        qsort(s->hallocs, n, sizeof *s->hallocs, by_id);
+        for (size_t i = 1; i < n && twice < 0; i++)
+            if (s->hallocs[i]->id == s->hallocs[i - 1]->id)
+                twice = s->hallocs[i]->id;
+    }
+    if (twice < 0)
+        return 0;
+    vt_err_set(err, "%s: allocation id %lld appears twice", s->path, (long long)twice);
+    return -1;
+}
+
+/* The index in hallocs of allocation id, or -1. */
+static int64_t find_id(const vt_snapshot *s, const id_index *x, int64_t id)
+{
+    if (x->slot) {
+        if (id < x->lo || (uint64_t)(id - x->lo) >= x->span || x->slot[id - x->lo] == UINT32_MAX)
+            return -1;
+        return x->slot[id - x->lo];
+    }
+    vt_alloc key = {.id = id};
+    const vt_alloc *kp = &key;
+    const vt_alloc **hit = bsearch(&kp, s->hallocs, s->nhallocs, sizeof *s->hallocs, by_id);
+    return hit ? hit - s->hallocs : -1;
+}
+
 /* Points each event at its allocation, which must exist and have the event's size. */
 static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
 {
@@ -1282,36 +1338,33 @@ static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
             s->hallocs[n++] = &s->allocs[i];
     for (size_t i = 0; i < s->nhextra; i++)
         s->hallocs[n++] = &s->hextra[i];
-    qsort(s->hallocs, n, sizeof *s->hallocs, by_id);
-    for (size_t i = 1; i < n; i++)
-        if (s->hallocs[i]->id == s->hallocs[i - 1]->id) {
-            vt_err_set(err, "%s: allocation id %lld appears twice", s->path,
-                       (long long)s->hallocs[i]->id);
-            return -1;
-        }
+    id_index x;
+    if (index_ids(s, n, &x, err)) {
+        free(x.slot);
+        return -1;
+    }
     s->nhallocs = n;
     for (size_t i = 0; i < s->nhevents; i++) {
-        vt_alloc key = {.id = ids[i]};
-        const vt_alloc *kp = &key;
-        const vt_alloc **hit = bsearch(&kp, s->hallocs, n, sizeof *s->hallocs, by_id);
+        int64_t hit = find_id(s, &x, ids[i]);
         int64_t b = s->hevents[i].bytes;
         /* A history that does not match the allocations (a file someone cut down) is set
          * aside, not trusted: nothing else depends on it. */
-        if (!hit)
+        if (hit < 0)
             snprintf(s->history_unused, sizeof s->history_unused,
                      "history_events[%zu] names allocation %lld, which is in neither allocations "
                      "nor history_allocations",
                      i, (long long)ids[i]);
-        else if ((b < 0 ? -b : b) != (*hit)->size)
+        else if ((b < 0 ? -b : b) != s->hallocs[hit]->size)
             snprintf(s->history_unused, sizeof s->history_unused,
                      "history_events[%zu] has %lld bytes, but allocation %lld has %lld", i,
-                     (long long)b, (long long)ids[i], (long long)(*hit)->size);
+                     (long long)b, (long long)ids[i], (long long)s->hallocs[hit]->size);
         if (s->history_unused[0]) {
             s->nwindows = 0;
-            return 0;
+            break;
         }
-        s->hevents[i].alloc = (uint32_t)(hit - s->hallocs);
+        s->hevents[i].alloc = (uint32_t)hit;
     }
+    free(x.slot);
     return 0;
 }
 
