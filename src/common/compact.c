@@ -11,7 +11,7 @@ enum { F_DEAD = 1, F_ADDRESS = 2, F_SITE = 4, F_LABELS = 8, F_KNOWN = 15 };
 
 void vt_cbuf_put(vt_cbuf *b, const void *data, size_t n)
 {
-    if (b->failed)
+    if (b->failed || !n)
         return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;

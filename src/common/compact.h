@@ -43,7 +43,9 @@ typedef struct {
 } vt_clabel;
 
 /* One allocation record. api, kind, phases: indexes into the head's name tables. Times are
- * microseconds since the library started. */
+ * microseconds since the library started. A new per-allocation field takes a new flag bit
+ * (compact.c) with its value after the others, and raises VT_COMPACT_VERSION: readers refuse
+ * flags they do not know, and so a file from a newer library is refused by version, clearly. */
 typedef struct {
     uint64_t id, device, size, address; /* address 0: none */
     uint64_t api, kind;

@@ -217,7 +217,8 @@ static void write_section(FILE *f, const char tag[4], const section *sec)
 {
     uint8_t head[VT_CSECTION_HEAD_MAX];
     fwrite(head, 1, vt_csection_head(head, tag, sec->n, sec->buf.len), f);
-    fwrite(sec->buf.p, 1, sec->buf.len, f);
+    if (sec->buf.len)
+        fwrite(sec->buf.p, 1, sec->buf.len, f);
 }
 
 /* The names the records' api, kind, phase and label category indexes stand for. */
