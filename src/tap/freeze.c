@@ -5,22 +5,8 @@
 #include "locks.h"
 #include "peak.h"
 
-frozen_rec vt_frozen_rec(const vt_rec *r)
-{
-    return (frozen_rec){.id = r->id,
-                        .size = r->size,
-                        .address = r->address,
-                        .birth = r->birth,
-                        .death = r->death,
-                        .site = r->site,
-                        .mpath = r->mpath,
-                        .device = r->device,
-                        .api = r->api,
-                        .kind = r->kind,
-                        .dead = r->dead};
-}
-
-static int freeze_rec(frozen *fz, const vt_rec *r)
+/* A live record (of the arena) or a dead one the peak keeps, as the file shows it. */
+static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead)
 {
     if (fz->nrecs == fz->caprecs)
         return 0;
@@ -28,8 +14,31 @@ static int freeze_rec(frozen *fz, const vt_rec *r)
         vt_identity_thaw(fz->identity); /* out of memory: a file without labels */
         fz->identity = NULL;
     }
-    fz->recs[fz->nrecs++] = vt_frozen_rec(r);
+    fz->recs[fz->nrecs++] = (frozen_rec){.id = r->id,
+                                         .size = r->size,
+                                         .address = dead ? dead->address : vt_rec_address(r),
+                                         .birth = vt_rec_birth(r),
+                                         .death = dead ? dead->death : (vt_mark){0},
+                                         .site = r->site,
+                                         .mpath = r->mpath,
+                                         .device = r->device,
+                                         .api = r->api,
+                                         .kind = r->kind,
+                                         .dead = dead != NULL};
     return 1;
+}
+
+/* A record of the arena that is a device or VMM allocation (not a free slot, not pinned host
+ * memory). */
+static const vt_rec *device_rec(uint32_t i)
+{
+    const vt_rec *r = vt_arena_at(i);
+    return r->key && r->kind != VT_KIND_HOST ? r : NULL;
+}
+
+static const vt_dead *dead_at(int device, uint32_t i)
+{
+    return vt_chunk_at(&vt_state.dev[device].dead.c, sizeof(vt_dead), i);
 }
 
 /* Exit: the live set at each device's peak. Post-mortem: what is live on the failing device.
@@ -37,18 +46,15 @@ static int freeze_rec(frozen *fz, const vt_rec *r)
 static int freeze_records(frozen *fz, const vt_oom *oom)
 {
     fz->nrecs = 0;
-    vt_rec *tables[] = {vt_state.live, vt_state.vmm};
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-        for (vt_rec *r = tables[t]; r; r = r->hh.next) {
-            if (vt_table_anchor(r) || !(oom ? r->device == oom->device : vt_peak_holds(r)))
-                continue;
-            if (!freeze_rec(fz, r))
-                return 0;
-        }
+    for (uint32_t i = 0, end = vt_arena_end(); i < end; i++) {
+        const vt_rec *r = device_rec(i);
+        if (r && (oom ? r->device == oom->device : vt_peak_holds(r)) && !freeze_rec(fz, r, NULL))
+            return 0;
     }
     for (int d = 0; !oom && d < VT_MAX_DEVICES; d++) {
-        for (vt_rec *r = vt_state.dev[d].dead_head; r; r = r->next) {
-            if (!freeze_rec(fz, r))
+        for (uint32_t i = 0; i < vt_state.dev[d].dead.n; i++) {
+            const vt_dead *e = dead_at(d, i);
+            if (!freeze_rec(fz, &e->r, e))
                 return 0;
         }
     }
@@ -58,9 +64,9 @@ static int freeze_records(frozen *fz, const vt_oom *oom)
 /* At most the number of records a file can list: every record on the books. */
 static size_t records_bound(void)
 {
-    size_t n = HASH_COUNT(vt_state.live) + HASH_COUNT(vt_state.vmm);
+    size_t n = vt_books_records();
     for (int d = 0; d < VT_MAX_DEVICES; d++)
-        n += vt_state.dev[d].ndead;
+        n += vt_state.dev[d].dead.n;
     return n;
 }
 
@@ -153,27 +159,19 @@ static int freeze_at_once(frozen *fz, const vt_oom *oom, size_t capspans)
 /* The peak set copied a few thousand records per hold of the lock, as it was at one moment
  * (the first hold): allocations born later are skipped, those that died later are shown
  * alive. While the peak does not move, the records of the peak set stay where they are: live
- * ones in their table's buckets (visited in order; a table that grows meanwhile starts the copy
- * again), dead ones on their device's list, which only grows at its tail. A record copied from
- * a bucket is marked, so that finding it again on a dead list does not copy it twice. */
+ * ones in the arena (visited by index), dead ones on their device's list, which only grows at
+ * its tail. A record that dies once the copy has passed it is kept marked as copied
+ * (vt_state.freeze_below), so that finding it again on a dead list does not copy it twice. */
 #define STEP_RECORDS 4096
 
 typedef struct {
     uint64_t seq;
     uint64_t peak_seq[VT_MAX_DEVICES];
     uint32_t gen;
-    int table; /* 0 live, 1 vmm, 2 the dead lists */
-    unsigned bucket, nbuckets;
-    const void *buckets; /* the table's bucket array: another one means it grew */
-    int device;
-    vt_rec *next_dead; /* the next record of device's dead list to visit */
-    int started_dead;
+    uint32_t next; /* the next record of the arena to visit */
+    int device;    /* then the dead lists: the device, and the next record of its list */
+    uint32_t next_dead;
 } moment;
-
-static vt_rec **step_table(int t)
-{
-    return t == 0 ? &vt_state.live : &vt_state.vmm;
-}
 
 /* With the lock held: 1 while the copy still shows one moment. */
 static int still_valid(const moment *m)
@@ -181,30 +179,14 @@ static int still_valid(const moment *m)
     for (int d = 0; d < VT_MAX_DEVICES; d++)
         if (vt_state.dev[d].peak_seq != m->peak_seq[d])
             return 0;
-    if (m->table < 2) {
-        vt_rec *t = *step_table(m->table);
-        if (!t || (const void *)t->hh.tbl->buckets != m->buckets ||
-            t->hh.tbl->num_buckets != m->nbuckets)
-            return 0;
-    }
     return 1;
 }
 
-static void enter_table(moment *m)
+static int copy_as_of(frozen *fz, const moment *m, const vt_rec *r, const vt_dead *dead)
 {
-    m->bucket = 0;
-    if (m->table < 2) {
-        vt_rec *t = *step_table(m->table);
-        m->buckets = t ? (const void *)t->hh.tbl->buckets : NULL;
-        m->nbuckets = t ? t->hh.tbl->num_buckets : 0;
-    }
-}
-
-static int copy_as_of(frozen *fz, const moment *m, vt_rec *r)
-{
-    if (!freeze_rec(fz, r))
+    if (!freeze_rec(fz, r, dead))
         return 0;
-    if (r->dead && r->death.seq > m->seq) {
+    if (dead && dead->death.seq > m->seq) {
         frozen_rec *f = &fz->recs[fz->nrecs - 1];
         f->dead = 0;
         memset(&f->death, 0, sizeof f->death);
@@ -218,36 +200,24 @@ static int step_locked(frozen *fz, moment *m)
     if (!still_valid(m))
         return -1;
     int budget = STEP_RECORDS;
-    while (m->table < 2) {
-        vt_rec *t = *step_table(m->table);
-        UT_hash_table *tbl = t ? t->hh.tbl : NULL;
-        for (; tbl && m->bucket < m->nbuckets && budget > 0; m->bucket++) {
-            for (UT_hash_handle *h = tbl->buckets[m->bucket].hh_head; h; h = h->hh_next) {
-                vt_rec *r = (vt_rec *)((char *)h - tbl->hho);
-                budget--;
-                if (vt_table_anchor(r) || r->birth.seq > m->seq ||
-                    r->birth.seq > m->peak_seq[r->device])
-                    continue;
-                if (!copy_as_of(fz, m, r))
-                    return -2;
-                r->copied = m->gen;
-            }
-        }
-        if (budget <= 0)
+    for (uint32_t end = vt_arena_end(); m->next < end; m->next++) {
+        if (budget-- <= 0) {
+            vt_state.freeze_below = m->next;
             return 1;
-        m->table++;
-        enter_table(m);
-    }
-    for (; m->device < VT_MAX_DEVICES; m->device++, m->started_dead = 0) {
-        if (!m->started_dead) {
-            m->next_dead = vt_state.dev[m->device].dead_head;
-            m->started_dead = 1;
         }
-        for (; m->next_dead; m->next_dead = m->next_dead->next) {
+        const vt_rec *r = device_rec(m->next);
+        if (!r || r->born.seq > m->seq || r->born.seq > m->peak_seq[r->device])
+            continue;
+        if (!copy_as_of(fz, m, r, NULL))
+            return -2;
+    }
+    vt_state.freeze_below = UINT32_MAX;
+    for (; m->device < VT_MAX_DEVICES; m->device++, m->next_dead = 0) {
+        for (; m->next_dead < vt_state.dev[m->device].dead.n; m->next_dead++) {
             if (budget-- <= 0)
                 return 1;
-            vt_rec *r = m->next_dead;
-            if (r->copied != m->gen && r->birth.seq <= m->seq && !copy_as_of(fz, m, r))
+            const vt_dead *e = dead_at(m->device, m->next_dead);
+            if (e->copied != m->gen && e->r.born.seq <= m->seq && !copy_as_of(fz, m, &e->r, e))
                 return -2;
         }
     }
@@ -276,9 +246,9 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
         }
         m.seq = vt_state.seq;
         m.gen = ++vt_state.freeze_gen;
+        vt_state.freeze_below = 0;
         for (int d = 0; d < VT_MAX_DEVICES; d++)
             m.peak_seq[d] = vt_state.dev[d].peak_seq;
-        enter_table(&m);
         int more;
         while ((more = step_locked(fz, &m)) == 1)
             vt_lock_pass(VT_LOCK_STATE);

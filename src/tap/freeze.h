@@ -9,17 +9,6 @@
 #include "record.h"
 #include "table.h"
 
-/* One allocation as the file shows it. */
-typedef struct {
-    uint64_t id, size;
-    uintptr_t address;
-    vt_mark birth, death;
-    uint32_t site;
-    uint32_t mpath;
-    int16_t device;
-    uint8_t api, kind, dead;
-} frozen_rec;
-
 /* What a file needs, copied under the state lock. */
 typedef struct {
     uint64_t end_time;
@@ -54,6 +43,5 @@ typedef struct {
  * worth stalling the job's other threads for (the next step mark tries again). */
 VT_HIDDEN int vt_freeze(frozen *fz, const vt_oom *oom, int may_skip);
 VT_HIDDEN void vt_thaw(frozen *fz);
-VT_HIDDEN frozen_rec vt_frozen_rec(const vt_rec *r);
 
 #endif

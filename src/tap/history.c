@@ -12,12 +12,6 @@
 #include "json_out.h"
 #include "snapshot_keys.h"
 
-/* A mark without its phase (an event keeps both phases in its flags): 24 bytes, not 32. */
-typedef struct {
-    uint64_t time, seq;
-    uint32_t step, instance;
-} hmark;
-
 enum {
     PHASE_BITS = 3,
     FREED = 1 << 6,
@@ -30,10 +24,10 @@ enum {
 typedef struct {
     uint64_t id, size;
     uintptr_t address;
-    hmark birth;
+    vt_when birth; /* marks without their phases, which the flags keep: 24 bytes, not 32 */
     union {
-        vt_rec *rec; /* an allocation: to unmark it when the event is let go; compared by id */
-        hmark death; /* a free */
+        vt_rec *rec;   /* an allocation: to unmark it when the event is let go; compared by id */
+        vt_when death; /* a free */
     } u;
     uint32_t site;
     int8_t device;
@@ -45,12 +39,12 @@ _Static_assert(sizeof(hev) == 80, "an event is 80 bytes");
 _Static_assert(VT_MAX_DEVICES <= INT8_MAX && VT_PHASE_OTHER < (1 << PHASE_BITS),
                "devices and phases fit an event");
 
-static hmark pack(const vt_mark *m)
+static vt_when pack(const vt_mark *m)
 {
-    return (hmark){.time = m->time, .seq = m->seq, .step = m->step, .instance = m->instance};
+    return (vt_when){.time = m->time, .seq = m->seq, .step = m->step, .instance = m->instance};
 }
 
-static vt_mark unpack(const hmark *m, unsigned phase)
+static vt_mark unpack(const vt_when *m, unsigned phase)
 {
     return (vt_mark){.seq = m->seq,
                      .time = m->time,
@@ -212,10 +206,11 @@ static void add_late(uint64_t id, const vt_mark *death)
         H.dropped++;
 }
 
-void vt_history_note_locked(vt_rec *r, int is_free, int new_peak)
+void vt_history_note_locked(vt_rec *r, const vt_mark *death, int new_peak)
 {
     if (!H.on)
         return;
+    int is_free = death != NULL;
     hwin *w = H.first_open ? &H.first : &H.cur;
     if (new_peak && !H.first_open)
         H.cur_peaks |= 1u << r->device;
@@ -226,27 +221,27 @@ void vt_history_note_locked(vt_rec *r, int is_free, int new_peak)
         H.dropped++;
         w->truncated = 1;
         if (is_free && r->hist)
-            add_late(r->id, &r->death);
+            add_late(r->id, death);
         return;
     }
     hev *e = &H.ev[H.n++];
     *e = (hev){.id = r->id,
                .size = r->size,
-               .address = r->address,
-               .birth = pack(&r->birth),
+               .address = vt_rec_address(r),
+               .birth = r->born,
                .site = r->site,
-               .device = (int8_t)r->device,
+               .device = r->device,
                .api = r->api,
                .kind = r->kind,
-               .flags = r->birth.phase};
+               .flags = r->phase};
     if (is_free) {
-        e->u.death = pack(&r->death);
-        e->flags |= (uint8_t)(r->death.phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
-        w->end_time = r->death.time;
+        e->u.death = pack(death);
+        e->flags |= (uint8_t)(death->phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
+        w->end_time = death->time;
     } else {
         e->u.rec = r;
         r->hist = (uint32_t)H.n;
-        w->end_time = r->birth.time;
+        w->end_time = r->born.time;
     }
     w->n++;
     ready_ahead();
@@ -471,17 +466,17 @@ static int listed(uint64_t id, const vt_history_listed *l)
 
 /* One allocation from its events (sorted: its allocation first, then its free) and the late
  * deaths; returns the number of events used. */
-static size_t gather(vt_history_copy *c, hev **ev, size_t n, vt_rec *r)
+static size_t gather(vt_history_copy *c, hev **ev, size_t n, frozen_rec *r)
 {
     const hev *a = ev[0];
-    *r = (vt_rec){.id = a->id,
-                  .size = a->size,
-                  .address = a->address,
-                  .birth = unpack(&a->birth, a->flags),
-                  .site = a->site,
-                  .device = a->device,
-                  .api = a->api,
-                  .kind = a->kind};
+    *r = (frozen_rec){.id = a->id,
+                      .size = a->size,
+                      .address = a->address,
+                      .birth = unpack(&a->birth, a->flags),
+                      .site = a->site,
+                      .device = a->device,
+                      .api = a->api,
+                      .kind = a->kind};
     size_t used = 1;
     const hev *f = freed(a) ? a : n > 1 && ev[1]->id == a->id ? ev[1] : NULL;
     used += f && f != a;
@@ -517,7 +512,7 @@ static void write_allocations(vt_history_copy *c, const vt_history_listed *l,
         qsort(c->late, c->nlate, sizeof *c->late, late_by_id);
     }
     for (size_t i = 0; order && i < n;) {
-        vt_rec r;
+        frozen_rec r;
         i += gather(c, order + i, n - i, &r);
         if (!listed(r.id, l))
             out->alloc(out->ctx, &r);

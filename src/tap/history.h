@@ -22,8 +22,9 @@ VT_HIDDEN void vt_history_init(void);
 /* Outside the state lock, before an event may be recorded: populates the pages the next
  * events will use, so that recording them is not a page fault under the lock. */
 VT_HIDDEN void vt_history_prepare(void);
-/* With the state lock held: r was allocated (new_peak: it set its device's peak) or freed. */
-VT_HIDDEN void vt_history_note_locked(vt_rec *r, int freed, int new_peak);
+/* With the state lock held: r was allocated (death NULL; new_peak: it set its device's peak) or
+ * freed at `death`. */
+VT_HIDDEN void vt_history_note_locked(vt_rec *r, const vt_mark *death, int new_peak);
 /* With the state lock held, just after the step counter moved on. */
 VT_HIDDEN void vt_history_step_locked(void);
 VT_HIDDEN void vt_history_reset_after_fork(void);
@@ -53,7 +54,7 @@ VT_HIDDEN void vt_history_copy_free(vt_history_copy *c);
 /* What the writer does with the history's allocations (those `allocations` does not list) and
  * its events (ticks, allocation id, bytes: negative for a free). */
 typedef struct {
-    void (*alloc)(void *ctx, const vt_rec *r);
+    void (*alloc)(void *ctx, const frozen_rec *r);
     void (*event)(void *ctx, uint64_t ticks, uint64_t id, int64_t bytes);
     double (*seconds)(void *ctx, uint64_t ticks);
     void *ctx;

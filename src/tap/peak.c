@@ -1,26 +1,30 @@
+#include "identity.h"
 #include "peak.h"
 
-/* The records kept for the old peak are not part of the new one. */
+/* The records kept for the old peak are not part of the new one. Their room stays, for the
+ * next; only labelled ones are visited (each record enters the list once: O(1) amortised). */
 static void release_dead(vt_device *d)
 {
-    while (d->dead_head) {
-        vt_rec *r = d->dead_head;
-        d->dead_head = r->next;
-        vt_rec_free(r);
+    for (uint32_t i = 0; d->dead.labelled && i < d->dead.n; i++) {
+        vt_dead *e = vt_chunk_at(&d->dead.c, sizeof *e, i);
+        if (e->r.labelled) {
+            vt_identity_forget_locked(&e->r);
+            d->dead.labelled--;
+        }
     }
-    d->dead_tail = NULL;
-    d->ndead = 0;
+    d->dead.n = 0;
+    d->dead.labelled = 0;
 }
 
-int vt_peak_note_alloc(vt_device *d, vt_rec *r)
+int vt_peak_note_alloc(vt_device *d, const vt_rec *r)
 {
     if (d->live <= d->peak)
         return 0;
     d->peak = d->live;
-    d->peak_seq = r->birth.seq;
-    d->peak_time = r->birth.time;
-    d->peak_phase = r->birth.phase;
-    d->peak_step = r->birth.step;
+    d->peak_seq = r->born.seq;
+    d->peak_time = r->born.time;
+    d->peak_phase = r->phase;
+    d->peak_step = r->born.step;
     d->used_at_peak = d->last_used;
     d->rss_at_peak = d->last_rss;
     d->workers_at_peak = d->last_workers;
@@ -28,21 +32,22 @@ int vt_peak_note_alloc(vt_device *d, vt_rec *r)
     return 1;
 }
 
-int vt_peak_note_free(vt_device *d, vt_rec *r)
+int vt_peak_note_free(vt_device *d, const vt_rec *r, uintptr_t address, const vt_mark *death,
+                      uint32_t copied)
 {
-    if (r->birth.seq > d->peak_seq)
+    if (r->born.seq > d->peak_seq)
         return 0;
-    r->next = NULL;
-    if (d->dead_tail)
-        d->dead_tail->next = r;
-    else
-        d->dead_head = r;
-    d->dead_tail = r;
-    d->ndead++;
+    if (vt_chunks_reserve(&d->dead.c, sizeof(vt_dead), d->dead.n + 1)) {
+        vt_state.c.dropped++;
+        return 0;
+    }
+    vt_dead *e = vt_chunk_at(&d->dead.c, sizeof *e, d->dead.n++);
+    *e = (vt_dead){.r = *r, .death = *death, .address = address, .copied = copied};
+    d->dead.labelled += r->labelled;
     return 1;
 }
 
 int vt_peak_holds(const vt_rec *r)
 {
-    return r->birth.seq <= vt_state.dev[r->device].peak_seq;
+    return r->born.seq <= vt_state.dev[r->device].peak_seq;
 }

@@ -1,17 +1,19 @@
 /* Each device's peak: the first moment its live bytes reached their maximum, and the records
  * of the allocations that were live then. O(1) amortised per event: a device remembers the
  * event number of its peak and keeps the records of peak allocations that die afterwards,
- * dropping them when a new peak is set; the peak set is then every live record born at or
- * before the peak plus those. Called with the state lock held. */
+ * dropping them when a new peak is set (vt_device.dead); the peak set is then every live record
+ * born at or before the peak plus those. Called with the state lock held. */
 #ifndef VT_PEAK_H
 #define VT_PEAK_H
 
 #include "table.h"
 
 /* `r` joined d's live set (d->live already counts it): 1 when it set a new peak. */
-VT_HIDDEN int vt_peak_note_alloc(vt_device *d, vt_rec *r);
-/* `r` left d's live set: 1 when the peak keeps the record, 0 when the caller may recycle it. */
-VT_HIDDEN int vt_peak_note_free(vt_device *d, vt_rec *r);
+VT_HIDDEN int vt_peak_note_alloc(vt_device *d, const vt_rec *r);
+/* `r` left d's live set at `death`: 1 when the peak keeps a copy of it (vt_dead; `copied` as
+ * there), so that its labels must stay. */
+VT_HIDDEN int vt_peak_note_free(vt_device *d, const vt_rec *r, uintptr_t address,
+                                const vt_mark *death, uint32_t copied);
 /* Whether `r`, on the books now or kept by the peak, was live at its device's peak. */
 VT_HIDDEN int vt_peak_holds(const vt_rec *r);
 

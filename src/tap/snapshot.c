@@ -150,11 +150,10 @@ static int id_order(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-static void history_alloc(void *ctx, const vt_rec *r)
+static void history_alloc(void *ctx, const frozen_rec *r)
 {
     records *o = ctx;
-    frozen_rec fr = vt_frozen_rec(r);
-    put_rec(o, &o->hallocs, &fr, NULL); /* history_allocations carry no labels */
+    put_rec(o, &o->hallocs, r, NULL); /* history_allocations carry no labels */
 }
 
 static void history_event(void *ctx, uint64_t ticks, uint64_t id, int64_t bytes)

@@ -1,7 +1,15 @@
+/* The books' tables (table.h). Records live in an arena of fixed chunks and are found by
+ * index; each table (device allocations, VMM handles, pinned host memory) is an index of
+ * open addressing over them: 8-byte slots of (hash, record), linear probing, deletion by
+ * backward shift (no tombstones). A table that fills past half doubles without a pause: the
+ * new slots take every insertion, and each change moves a few of the old ones over, a whole
+ * cluster at a time, until none is left. Nothing here allocates on the way of an allocation
+ * or a free but a chunk of records (prepared outside the lock) or a table's growth. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "identity.h"
 #include "locks.h"
@@ -14,8 +22,16 @@
 #include "peak.h"
 #include "table.h"
 
-/* Every key here is an address or a handle: a multiplicative mix is enough and much cheaper
- * than uthash's general-purpose default. */
+static inline uint64_t addr_mix(uint64_t a)
+{
+    a ^= a >> 33;
+    a *= 0xff51afd7ed558ccdULL;
+    a ^= a >> 33;
+    return a;
+}
+
+/* Every uthash key here is an address or a handle: a multiplicative mix is enough and much
+ * cheaper than uthash's general-purpose default. */
 #undef HASH_FUNCTION
 #define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = addr_hash(keyptr))
 
@@ -23,10 +39,7 @@ static inline unsigned addr_hash(const void *key)
 {
     uint64_t a;
     memcpy(&a, key, sizeof a);
-    a ^= a >> 33;
-    a *= 0xff51afd7ed558ccdULL;
-    a ^= a >> 33;
-    return (unsigned)a;
+    return (unsigned)addr_mix(a);
 }
 
 VT_HIDDEN vt_state_t vt_state;
@@ -35,8 +48,316 @@ VT_HIDDEN VT_TLS int vt_hash_oom;
 /* CUDA's code for out of memory, the same in the runtime and the driver. */
 #define CUDA_OUT_OF_MEMORY 2
 
-static vt_rec *free_recs;
 static int pending_ooms;
+
+/* --- chunks and the arena -------------------------------------------------------------- */
+
+/* One chunk made ahead, outside the lock, with its pages touched. */
+static _Atomic(void *) spare;
+
+void vt_books_prepare(void)
+{
+    if (atomic_load_explicit(&spare, memory_order_relaxed))
+        return;
+    void *p = malloc(VT_CHUNK_BYTES), *none = NULL;
+    if (!p)
+        return;
+    memset(p, 0, VT_CHUNK_BYTES);
+    if (!atomic_compare_exchange_strong(&spare, &none, p))
+        free(p);
+}
+
+int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n)
+{
+    uint64_t per = VT_CHUNK_BYTES / size;
+    while ((uint64_t)c->nchunks * per < n) {
+        if (c->nchunks == c->capchunks) {
+            uint32_t cap = c->capchunks ? c->capchunks * 2 : 64;
+            void **v = realloc(c->chunk, cap * sizeof *v);
+            if (!v)
+                return -1;
+            c->chunk = v;
+            c->capchunks = cap;
+        }
+        void *p = atomic_exchange(&spare, NULL);
+        if (!p && !(p = malloc(VT_CHUNK_BYTES)))
+            return -1;
+        c->chunk[c->nchunks++] = p;
+    }
+    return 0;
+}
+
+/* Records [0, end) have been handed out; free ones are chained through their size field. */
+static struct {
+    vt_chunks c;
+    uint32_t end;
+    uint32_t free; /* the first free record's index + 1, 0 for none */
+} A;
+
+static inline vt_rec *rec_at(uint32_t i)
+{
+    return vt_chunk_at(&A.c, sizeof(vt_rec), i);
+}
+
+uint32_t vt_arena_end(void)
+{
+    return A.end;
+}
+
+vt_rec *vt_arena_at(uint32_t i)
+{
+    return rec_at(i);
+}
+
+/* A free record's index + 1, or 0 when memory ran out. */
+static uint32_t rec_new(void)
+{
+    uint32_t i = A.free;
+    if (i) {
+        A.free = (uint32_t)rec_at(i - 1)->size;
+        return i;
+    }
+    if (A.end == UINT32_MAX - 1 || vt_chunks_reserve(&A.c, sizeof(vt_rec), A.end + 1))
+        return 0;
+    return ++A.end;
+}
+
+static void rec_free(uint32_t i, int keep_labels)
+{
+    vt_rec *r = rec_at(i);
+    if (r->labelled && !keep_labels)
+        vt_identity_forget_locked(r);
+    *r = (vt_rec){.size = A.free};
+    A.free = i + 1;
+}
+
+/* --- the tables ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t hash, rec; /* rec: the record's index + 1; 0 for an empty slot */
+} slot;
+
+typedef struct {
+    slot *s;
+    uint32_t mask, n;
+} tab;
+
+typedef struct {
+    tab cur, old; /* old: the slots being moved into cur (old.s NULL when none) */
+    uint32_t at;  /* the next slot of old to move: empty or a cluster's first */
+} books_index;
+
+static books_index live_ix, vmm_ix, host_ix;
+
+/* The device table's slots as of its latest growth, for a hint read without the lock: the
+ * slot an address will use is fetched into the cache while the lock is being taken. A stale
+ * pair of them only makes the hint useless: prefetching never faults. */
+static _Atomic(slot *) hint_slots;
+static _Atomic uint32_t hint_mask;
+
+/* Slots moved per change of a growing table, at least: the old table is empty before the new
+ * one is a quarter full. */
+#define MOVE_STEP 8
+#define FIRST_SLOTS 1024
+
+static inline uint32_t key_hash(uintptr_t key)
+{
+    return (uint32_t)(addr_mix(key) >> 32);
+}
+
+/* Slots as memory maps past 2 MiB, in huge pages where the system allows: a lookup in a table
+ * of a million allocations is then a cache miss, not a TLB miss too. */
+#define HUGE_SLOTS (((size_t)2 << 20) / sizeof(slot))
+
+static slot *slots_new(uint64_t cap)
+{
+    if (cap < HUGE_SLOTS)
+        return calloc(cap, sizeof(slot));
+    void *p =
+        mmap(NULL, cap * sizeof(slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    madvise(p, cap * sizeof(slot), MADV_HUGEPAGE);
+    return p;
+}
+
+static void slots_free(tab *t)
+{
+    uint64_t cap = (uint64_t)t->mask + 1;
+    if (cap < HUGE_SLOTS)
+        free(t->s);
+    else
+        munmap(t->s, cap * sizeof(slot));
+    *t = (tab){0};
+}
+
+static inline void prefetch_slot(uintptr_t key)
+{
+    slot *s = atomic_load_explicit(&hint_slots, memory_order_relaxed);
+    if (s)
+        __builtin_prefetch(
+            &s[key_hash(key) & atomic_load_explicit(&hint_mask, memory_order_relaxed)]);
+}
+
+/* The slot of t that holds key, or -1. */
+static inline int64_t probe(const tab *t, uint32_t h, uintptr_t key)
+{
+    if (!t->n)
+        return -1;
+    for (uint32_t i = h & t->mask;; i = (i + 1) & t->mask) {
+        slot e = t->s[i];
+        if (!e.rec)
+            return -1;
+        if (e.hash == h && rec_at(e.rec - 1)->key == key)
+            return i;
+    }
+}
+
+static inline void put(tab *t, slot e)
+{
+    uint32_t i = e.hash & t->mask;
+    while (t->s[i].rec)
+        i = (i + 1) & t->mask;
+    t->s[i] = e;
+    t->n++;
+}
+
+/* Empties slot i, moving back the entries after it that may fill it. */
+static void remove_at(tab *t, uint32_t i)
+{
+    for (uint32_t j = (i + 1) & t->mask; t->s[j].rec; j = (j + 1) & t->mask) {
+        uint32_t home = t->s[j].hash & t->mask;
+        if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
+            t->s[i] = t->s[j];
+            i = j;
+        }
+    }
+    t->s[i] = (slot){0, 0};
+    t->n--;
+}
+
+/* Moves MOVE_STEP slots of the old table or more, ending on an empty one: what is left of it is
+ * then whole clusters, which lookups and backward shifts there need. */
+static void move_some(books_index *ix)
+{
+    tab *o = &ix->old;
+    for (int k = 0; k < MOVE_STEP || o->s[ix->at].rec; k++) {
+        slot e = o->s[ix->at];
+        if (e.rec) {
+            put(&ix->cur, e);
+            o->s[ix->at] = (slot){0, 0};
+            if (!--o->n) {
+                slots_free(o);
+                return;
+            }
+        }
+        ix->at = (ix->at + 1) & o->mask;
+    }
+}
+
+/* A table twice as big takes the insertions; 0, or -1 when memory ran out. */
+static int grow(books_index *ix)
+{
+    uint64_t cap = ix->cur.s ? ((uint64_t)ix->cur.mask + 1) * 2 : FIRST_SLOTS;
+    slot *s = cap <= (uint64_t)1 << 31 ? slots_new(cap) : NULL;
+    if (!s)
+        return -1;
+    if (ix->cur.n) {
+        ix->old = ix->cur;
+        ix->at = 0;
+        while (ix->old.s[ix->at].rec)
+            ix->at++;
+    } else if (ix->cur.s) {
+        slots_free(&ix->cur);
+    }
+    ix->cur = (tab){.s = s, .mask = (uint32_t)(cap - 1)};
+    if (ix == &live_ix) {
+        atomic_store_explicit(&hint_slots, s, memory_order_relaxed);
+        atomic_store_explicit(&hint_mask, ix->cur.mask, memory_order_relaxed);
+    }
+    return 0;
+}
+
+/* The record of key (index + 1), or 0. */
+static uint32_t index_find(const books_index *ix, uintptr_t key)
+{
+    uint32_t h = key_hash(key);
+    int64_t i = probe(&ix->cur, h, key);
+    if (i >= 0)
+        return ix->cur.s[i].rec;
+    i = ix->old.s ? probe(&ix->old, h, key) : -1;
+    return i >= 0 ? ix->old.s[i].rec : 0;
+}
+
+/* Adds record `rec` (index + 1) under a key not in the table: 0, or -1 when it is full and
+ * cannot grow. */
+static int index_put(books_index *ix, uintptr_t key, uint32_t rec)
+{
+    uint64_t cap = ix->cur.s ? (uint64_t)ix->cur.mask + 1 : 0;
+    if (ix->old.s)
+        move_some(ix);
+    else if (2 * ((uint64_t)ix->cur.n + 1) > cap && grow(ix) &&
+             16 * ((uint64_t)ix->cur.n + 1) > 15 * cap)
+        return -1;
+    put(&ix->cur, (slot){key_hash(key), rec});
+    return 0;
+}
+
+/* Takes key out of the table: its record (index + 1), or 0 when it was not there. */
+static uint32_t index_take(books_index *ix, uintptr_t key)
+{
+    uint32_t h = key_hash(key), rec = 0;
+    int64_t i = probe(&ix->cur, h, key);
+    if (i >= 0) {
+        rec = ix->cur.s[i].rec;
+        remove_at(&ix->cur, (uint32_t)i);
+    } else if (ix->old.s && (i = probe(&ix->old, h, key)) >= 0) {
+        rec = ix->old.s[i].rec;
+        remove_at(&ix->old, (uint32_t)i);
+        if (!ix->old.n)
+            slots_free(&ix->old);
+    }
+    if (ix->old.s)
+        move_some(ix);
+    return rec;
+}
+
+static uint64_t index_count(const books_index *ix)
+{
+    return (uint64_t)ix->cur.n + ix->old.n;
+}
+
+uint64_t vt_books_records(void)
+{
+    return index_count(&live_ix) + index_count(&vmm_ix);
+}
+
+/* --- VMM allocations' extras ------------------------------------------------------------ */
+
+/* What a VMM allocation has and others do not, by handle. */
+typedef struct {
+    uintptr_t handle;
+    uintptr_t address; /* the first mapped address, 0 until mapped */
+    int32_t refs, maps;
+    UT_hash_handle hh;
+} vmm_extra;
+
+static vmm_extra *extras;
+
+static vmm_extra *extra_of(uintptr_t handle)
+{
+    vmm_extra *e = NULL;
+    HASH_FIND(hh, extras, &handle, sizeof handle, e);
+    return e;
+}
+
+uintptr_t vt_rec_address(const vt_rec *r)
+{
+    if (r->kind != VT_KIND_VMM)
+        return r->key;
+    const vmm_extra *e = extra_of(r->key);
+    return e ? e->address : 0;
+}
 
 /* A VMM mapping: the range [addr, addr+size) of a reserved address space is backed by the
  * physical allocation `handle`. */
@@ -74,26 +395,6 @@ vt_mark vt_mark_now_locked(void)
     return m;
 }
 
-static vt_rec *rec_new(void)
-{
-    vt_rec *r = free_recs;
-    if (r)
-        free_recs = r->next;
-    else if (!(r = malloc(sizeof *r)))
-        return NULL;
-    memset(r, 0, sizeof *r);
-    r->site = VT_NO_SITE;
-    return r;
-}
-
-void vt_rec_free(vt_rec *r)
-{
-    if (r->labelled)
-        vt_identity_forget_locked(r);
-    r->next = free_recs;
-    free_recs = r;
-}
-
 /* Returns VT_FIRST_USE and VT_NEW_PEAK flags for the sampling that follows outside the lock. */
 enum { VT_FIRST_USE = 1, VT_NEW_PEAK = 2 };
 
@@ -111,12 +412,12 @@ static int account_alloc(vt_rec *r)
     d->live += r->size;
     d->allocs++;
     d->pool_allocs += r->kind == VT_KIND_POOL;
-    d->last_alloc_seq = r->birth.seq;
+    d->last_alloc_seq = r->born.seq;
     vt_state.c.allocs++;
     vt_state.made_device_alloc = 1;
     if (vt_peak_note_alloc(d, r))
         flags |= VT_NEW_PEAK;
-    vt_history_note_locked(r, 0, flags & VT_NEW_PEAK);
+    vt_history_note_locked(r, NULL, flags & VT_NEW_PEAK);
     if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
         vt_state.open.live_max[r->device] = d->live;
     if (pending_ooms) {
@@ -131,81 +432,51 @@ static int account_alloc(vt_rec *r)
     return flags;
 }
 
-/* The record leaves the live set: the peak keeps it if it was live then, else it is recycled. */
-static void account_free(vt_rec *r)
+/* Record `rec` (index + 1), out of its table, leaves the live set: the peak keeps a copy if it
+ * was live then; the record is recycled. */
+static void account_free(uint32_t rec)
 {
+    vt_rec *r = rec_at(rec - 1);
     vt_device *d = &vt_state.dev[r->device];
     d->live -= r->size;
     vt_state.c.frees++;
-    r->death = vt_mark_now_locked();
-    r->dead = 1;
-    vt_history_note_locked(r, 1, 0);
-    if (!vt_peak_note_free(d, r))
-        vt_rec_free(r);
+    vt_mark death = vt_mark_now_locked();
+    vt_history_note_locked(r, &death, 0);
+    uint32_t copied =
+        vt_state.freezing && rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
+    rec_free(rec - 1, vt_peak_note_free(d, r, vt_rec_address(r), &death, copied));
 }
 
-/* uthash frees a table when its last entry leaves and builds it again on the next insert: in a
- * program whose live set keeps emptying (a workspace allocated and freed per call) that is a
- * malloc, a memset and a free per allocation. Each table keeps an anchor, key 0, which no
- * allocation has (NULL pointers are never recorded). */
-static vt_rec anchors[3];
-static struct vt_vmap vmap_anchor;
-
-static void anchor(vt_rec **table)
-{
-    if (*table)
-        return;
-    vt_rec *a = &anchors[table == &vt_state.live ? 0 : table == &vt_state.vmm ? 1 : 2];
-    memset(a, 0, sizeof *a);
-    vt_hash_oom = 0;
-    HASH_ADD(hh, *table, key, sizeof a->key, a);
-}
-
-int vt_table_anchor(const vt_rec *r)
-{
-    return r->key == 0;
-}
-
-/* The record of `key`; never the anchor (a release of handle 0 or NULL finds nothing). */
-static vt_rec *find(vt_rec *table, uintptr_t key)
-{
-    vt_rec *r = NULL;
-    if (key)
-        HASH_FIND(hh, table, &key, sizeof key, r);
-    return r;
-}
-
-/* A new record in `table`, or NULL (counted as dropped) when memory ran out. */
 vt_rec *vt_live_find_locked(uintptr_t addr)
 {
-    return find(vt_state.live, addr);
+    uint32_t rec = addr ? index_find(&live_ix, addr) : 0;
+    return rec ? rec_at(rec - 1) : NULL;
 }
 
-static vt_rec *insert(vt_rec **table, uintptr_t key, vt_api api, vt_kind kind, int device,
+/* A new record in `ix`, or NULL (counted as dropped) when memory ran out. */
+static vt_rec *insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind, int device,
                       uint64_t size, uint32_t site)
 {
-    vt_rec *r = rec_new();
-    if (!r) {
+    uint32_t rec = key ? rec_new() : 0;
+    if (!rec || index_put(ix, key, rec)) {
+        if (rec)
+            rec_free(rec - 1, 0);
         vt_state.c.dropped++;
         return NULL;
     }
-    r->key = key;
-    r->api = (uint8_t)api;
-    r->kind = (uint8_t)kind;
-    r->device = (int16_t)device;
-    r->size = size;
-    r->site = site;
-    r->mpath = vt_mpath_now();
-    r->id = ++vt_state.next_id;
-    anchor(table);
-    vt_hash_oom = 0;
-    HASH_ADD(hh, *table, key, sizeof r->key, r);
-    if (vt_hash_oom) {
-        vt_rec_free(r);
-        vt_state.c.dropped++;
-        return NULL;
-    }
-    r->birth = vt_mark_now_locked();
+    vt_rec *r = rec_at(rec - 1);
+    uint64_t id = ++vt_state.next_id;
+    vt_mark m = vt_mark_now_locked();
+    *r = (vt_rec){.key = key,
+                  .id = id,
+                  .size = size,
+                  .born = {.seq = m.seq, .time = m.time, .step = m.step, .instance = m.instance},
+                  .site = site,
+                  .mpath = vt_mpath_now(),
+                  .device = (int8_t)device,
+                  .api = (uint8_t)api,
+                  .kind = (uint8_t)kind,
+                  .phase = m.phase & 15};
     return r;
 }
 
@@ -236,28 +507,26 @@ static int device_ok(int in_range)
 
 /* The key came back without a release vramtap saw (freed through a route it does not hook, or
  * a handle value the driver reused): the old allocation is gone. */
-static void drop_stale(vt_rec **table, uintptr_t key)
+static void drop_stale(books_index *ix, uintptr_t key)
 {
-    vt_rec *stale = find(*table, key);
-    if (stale) {
-        HASH_DEL(*table, stale);
-        account_free(stale);
-    }
+    uint32_t rec = index_take(ix, key);
+    if (rec)
+        account_free(rec);
 }
 
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
+    prefetch_slot(addr);
     uint32_t site = vt_stack_here();
     int flags = 0, in_range = device_in_range(device);
     vt_history_prepare();
+    vt_books_prepare();
     vt_lock();
     if (device_ok(in_range)) {
-        drop_stale(&vt_state.live, addr);
-        vt_rec *r = insert(&vt_state.live, addr, api, kind, device, size, site);
-        if (r) {
-            r->address = addr;
+        drop_stale(&live_ix, addr);
+        vt_rec *r = insert(&live_ix, addr, api, kind, device, size, site);
+        if (r)
             flags = account_alloc(r);
-        }
     }
     vt_unlock();
     if (flags)
@@ -266,40 +535,43 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
 
 void vt_note_free(uintptr_t addr)
 {
+    prefetch_slot(addr);
     vt_history_prepare();
+    vt_books_prepare(); /* the peak may keep the record */
     vt_lock();
-    vt_rec *r = find(vt_state.live, addr);
-    if (r) {
-        HASH_DEL(vt_state.live, r);
-        account_free(r);
-    } else {
+    uint32_t rec = addr ? index_take(&live_ix, addr) : 0;
+    if (rec)
+        account_free(rec);
+    else
         vt_state.c.unknown_frees++;
-    }
     vt_unlock();
 }
 
-static void host_drop(vt_rec *r)
+/* Takes addr's pinned host allocation off the books: 1 when there was one. */
+static int host_drop(uintptr_t addr)
 {
-    HASH_DEL(vt_state.host, r);
-    vt_state.hostmem.live -= r->size;
-    vt_rec_free(r);
+    uint32_t rec = addr ? index_take(&host_ix, addr) : 0;
+    if (rec) {
+        vt_state.hostmem.live -= rec_at(rec - 1)->size;
+        rec_free(rec - 1, 0);
+    }
+    return rec != 0;
 }
 
 void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
 {
     uint32_t site = vt_stack_here();
+    vt_books_prepare();
     vt_lock();
-    vt_rec *stale = find(vt_state.host, addr);
-    if (stale)
-        host_drop(stale);
-    vt_rec *r = insert(&vt_state.host, addr, api, VT_KIND_HOST, 0, size, site);
+    host_drop(addr);
+    vt_rec *r = insert(&host_ix, addr, api, VT_KIND_HOST, 0, size, site);
     if (r) {
         vt_state.c.host_allocs++;
         vt_state.hostmem.allocs++;
         vt_state.hostmem.live += size;
         if (vt_state.hostmem.live > vt_state.hostmem.peak) {
             vt_state.hostmem.peak = vt_state.hostmem.live;
-            vt_state.hostmem.peak_time = r->birth.time;
+            vt_state.hostmem.peak_time = r->born.time;
         }
     }
     vt_unlock();
@@ -308,13 +580,10 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
 void vt_note_host_free(uintptr_t addr)
 {
     vt_lock();
-    vt_rec *r = find(vt_state.host, addr);
-    if (r) {
+    if (host_drop(addr))
         vt_state.c.host_frees++;
-        host_drop(r);
-    } else {
+    else
         vt_state.c.unknown_frees++;
-    }
     vt_unlock();
 }
 
@@ -385,29 +654,56 @@ VT_EXPORT int vramtap_note_oom(unsigned long long size, int device)
 
 /* VMM: physical bytes count from cuMemCreate until every reference is released and every
  * mapping is gone, as the driver frees them. */
-static void vmm_maybe_free(vt_rec *r)
+static void vmm_drop(vmm_extra *e)
 {
-    if (r->refs <= 0 && r->maps <= 0) {
-        HASH_DEL(vt_state.vmm, r);
-        account_free(r);
-    }
+    uint32_t rec = index_take(&vmm_ix, e->handle);
+    if (rec)
+        account_free(rec);
+    HASH_DEL(extras, e);
+    free(e);
+}
+
+/* 1 when e is in the table now (a failed expansion of uthash's buckets still adds it). */
+static int extra_add(vmm_extra *e, uintptr_t handle)
+{
+    *e = (vmm_extra){.handle = handle, .refs = 1};
+    vt_hash_oom = 0;
+    HASH_ADD(hh, extras, handle, sizeof e->handle, e);
+    return extra_of(handle) == e;
+}
+
+static void vmm_maybe_free(vmm_extra *e)
+{
+    if (e->refs <= 0 && e->maps <= 0)
+        vmm_drop(e);
 }
 
 void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
 {
     uint32_t site = vt_stack_here();
     int in_range = device_in_range(device);
+    vmm_extra *e = malloc(sizeof *e);
     vt_history_prepare();
+    vt_books_prepare();
     vt_lock();
     vt_state.c.vmm_creates++;
-    if (device_ok(in_range)) {
-        drop_stale(&vt_state.vmm, handle);
-        vt_rec *r =
-            insert(&vt_state.vmm, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site);
-        if (r) {
-            r->refs = 1;
-            account_alloc(r);
+    if (device_ok(in_range) && handle) {
+        vmm_extra *stale = extra_of(handle);
+        if (stale)
+            vmm_drop(stale);
+        vt_rec *r = NULL;
+        if (e && extra_add(e, handle)) {
+            if (!(r = insert(&vmm_ix, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site)))
+                HASH_DEL(extras, e);
+        } else {
+            vt_state.c.dropped++;
         }
+        if (r)
+            account_alloc(r);
+        else
+            free(e);
+    } else {
+        free(e);
     }
     vt_unlock();
 }
@@ -415,9 +711,9 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
 void vt_note_vmm_retain(uintptr_t handle)
 {
     vt_lock();
-    vt_rec *r = find(vt_state.vmm, handle);
-    if (r)
-        r->refs++;
+    vmm_extra *e = extra_of(handle);
+    if (e)
+        e->refs++;
     vt_unlock();
 }
 
@@ -425,27 +721,30 @@ void vt_note_vmm_release(uintptr_t handle)
 {
     vt_lock();
     vt_state.c.vmm_releases++;
-    vt_rec *r = find(vt_state.vmm, handle);
-    if (r) {
-        r->refs--;
-        vmm_maybe_free(r);
+    vmm_extra *e = extra_of(handle);
+    if (e) {
+        e->refs--;
+        vmm_maybe_free(e);
     } else {
         vt_state.c.unknown_frees++;
     }
     vt_unlock();
 }
 
+static struct vt_vmap vmap_anchor;
+
 void vt_note_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
 {
     vt_lock();
     vt_state.c.vmm_maps++;
-    vt_rec *r = find(vt_state.vmm, handle);
+    vmm_extra *e = extra_of(handle);
     /* A handle vramtap did not create (imported from another process) maps memory that is
      * not this process's: nothing to count. */
-    if (r) {
+    if (e) {
         struct vt_vmap *m = malloc(sizeof *m);
         if (m) {
             *m = (struct vt_vmap){.addr = addr, .size = size, .handle = handle};
+            /* an anchor, key 0, keeps uthash from freeing the table whenever it empties */
             if (!vt_state.vmaps) {
                 memset(&vmap_anchor, 0, sizeof vmap_anchor);
                 HASH_ADD(hh, vt_state.vmaps, addr, sizeof vmap_anchor.addr, &vmap_anchor);
@@ -458,9 +757,9 @@ void vt_note_vmm_map(uintptr_t addr, uint64_t size, uintptr_t handle)
             }
         }
         if (m) {
-            r->maps++;
-            if (!r->address)
-                r->address = addr;
+            e->maps++;
+            if (!e->address)
+                e->address = addr;
         } else {
             vt_state.c.dropped++;
         }
@@ -483,11 +782,11 @@ void vt_note_vmm_unmap(uintptr_t addr, uint64_t size)
         found = 1;
         HASH_DEL(vt_state.vmaps, m);
         cur += m->size ? m->size : 1;
-        vt_rec *r = find(vt_state.vmm, m->handle);
+        vmm_extra *e = extra_of(m->handle);
         free(m);
-        if (r) {
-            r->maps--;
-            vmm_maybe_free(r);
+        if (e) {
+            e->maps--;
+            vmm_maybe_free(e);
         }
     }
     if (!found)
@@ -588,9 +887,9 @@ void vt_span_close_locked(uint64_t now)
 }
 
 /* Called in the child of a fork with every lock held: the child owns none of its parent's
- * allocations. The records are left where they are, not freed: freeing a million of them
- * would write to every page the child shares with its parent (copying them all) and take as
- * long as the parent took to make them, in a child that may only exec. */
+ * allocations. The records, tables and peak sets are left where they are, not freed: freeing a
+ * million of them would write to every page the child shares with its parent (copying them all) and
+ * take as long as the parent took to make them, in a child that may only exec. */
 void vt_table_reset_after_fork(void)
 {
     vt_identity_reset_after_fork();
@@ -598,7 +897,10 @@ void vt_table_reset_after_fork(void)
     uint32_t step = vt_state.step, instance = vt_state.instance;
     int markers = vt_state.markers;
     memset(&vt_state, 0, sizeof vt_state);
-    free_recs = NULL;
+    memset(&A, 0, sizeof A);
+    live_ix = vmm_ix = host_ix = (books_index){0};
+    atomic_store(&hint_slots, NULL);
+    extras = NULL;
     pending_ooms = 0;
     /* The phase the parent was in carries on in the child. */
     vt_state.phase = phase;

@@ -7,8 +7,9 @@
 
 #include <stdint.h>
 
-/* The library must never exit the program: a failed hash expansion drops the entry instead.
- * Set by the thread whose insertion failed, so per thread. */
+/* uthash serves the side tables (stacks, labels, VMM mappings). The library must never exit the
+ * program: a failed hash expansion drops the entry instead. Set by the thread whose insertion
+ * failed, so per thread. */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (vt_hash_oom = 1)
 extern __thread __attribute__((visibility("hidden"), tls_model("initial-exec"))) int vt_hash_oom;
@@ -35,25 +36,78 @@ typedef struct {
     uint8_t phase;
 } vt_mark;
 
+/* The birth of a live allocation: a vt_mark without its phase, which the record keeps in a
+ * byte of its own (24 bytes, not 32). */
+typedef struct {
+    uint64_t seq, time;
+    uint32_t step, instance;
+} vt_when;
+
+/* A live allocation on the books: 64 bytes, one cache line. Records sit in an arena of fixed
+ * chunks, found by index, never moved (table.c); what only some allocations need is kept
+ * aside: a VMM allocation's references, mappings and mapped address (table.c), the death of
+ * one the peak keeps (vt_dead, peak.c), labels (identity.c). */
 typedef struct vt_rec {
-    uintptr_t key; /* device address, host address, or VMM handle */
-    UT_hash_handle hh;
-    struct vt_rec *next; /* the dead-after-peak list, or the free list */
-    uint64_t id;
-    uint64_t size;
-    uintptr_t address; /* VMM: first mapped address, 0 until mapped */
+    uintptr_t key; /* device address, host address, or VMM handle; 0: a free slot */
+    uint64_t id, size;
+    vt_when born;
+    uint32_t site;
+    uint32_t hist;  /* while its allocation's event is in a kept window of the history: its
+                       index there + 1; else 0 */
+    uint32_t mpath; /* the nn.Module path current at birth (mpath.h), 0 for none */
+    int8_t device;
+    uint8_t api, kind;
+    uint8_t phase : 4;    /* the birth's */
+    uint8_t labelled : 1; /* identity.c holds labels for it */
+} vt_rec;
+
+_Static_assert(sizeof(vt_rec) == 64, "a record is one cache line");
+_Static_assert(VT_MAX_DEVICES <= INT8_MAX, "device ordinals fit a record");
+
+static inline vt_mark vt_rec_birth(const vt_rec *r)
+{
+    return (vt_mark){.seq = r->born.seq,
+                     .time = r->born.time,
+                     .step = r->born.step,
+                     .instance = r->born.instance,
+                     .phase = r->phase};
+}
+
+/* Where the allocation is: its key, or for a VMM allocation the first address it was mapped
+ * at (0 until mapped). Lock held. */
+VT_HIDDEN uintptr_t vt_rec_address(const vt_rec *r);
+
+/* An allocation that was live at its device's peak and died since: the peak keeps it. */
+typedef struct {
+    vt_rec r;
+    vt_mark death;
+    uintptr_t address;
+    uint32_t copied; /* the copy in steps (freeze.c) that holds it already, else 0 */
+} vt_dead;
+
+/* One allocation as a file shows it: the writer's copy (freeze.h) and the history's. */
+typedef struct {
+    uint64_t id, size;
+    uintptr_t address;
     vt_mark birth, death;
     uint32_t site;
     uint32_t mpath; /* the nn.Module path current at birth (mpath.h), 0 for none */
     int16_t device;
-    uint8_t api, kind;
-    uint8_t dead;
-    uint8_t labelled;   /* identity.c holds labels for it */
-    int32_t refs, maps; /* VMM: handle references and live mappings */
-    uint32_t copied;    /* the writer's mark: the copy (freeze.c) that holds it already */
-    uint32_t hist;      /* while its allocation's event is in a kept window of the history: its
-                           index there + 1; else 0 */
-} vt_rec;
+    uint8_t api, kind, dead;
+} frozen_rec;
+
+/* A chunked array: elements never move, chunks are added as it grows and kept when it
+ * shrinks (table.c). */
+typedef struct {
+    void **chunk;
+    uint32_t nchunks, capchunks;
+} vt_chunks;
+
+/* The records a device's peak keeps (live at the peak, died since), in the order they died. */
+typedef struct {
+    vt_chunks c;
+    uint32_t n, labelled;
+} vt_dead_list;
 
 #define VT_NO_SITE UINT32_MAX
 
@@ -102,8 +156,7 @@ typedef struct {
     uint64_t peak_time;
     uint8_t peak_phase;
     uint32_t peak_step;
-    vt_rec *dead_head, *dead_tail; /* live at the peak, died since */
-    uint64_t ndead;
+    vt_dead_list dead;
 } vt_device;
 
 /* A child process (a data-loader worker): its proportional set size, highest and latest. */
@@ -165,9 +218,6 @@ typedef struct {
 /* Everything below is guarded by vt_state.lock. */
 typedef struct {
     uint64_t seq, next_id;
-    vt_rec *live;          /* device allocations by address */
-    vt_rec *vmm;           /* VMM physical allocations by handle */
-    vt_rec *host;          /* pinned host allocations by address */
     struct vt_vmap *vmaps; /* VMM mappings by address */
     vt_device dev[VT_MAX_DEVICES];
     vt_counters c;
@@ -193,8 +243,10 @@ typedef struct {
     int nooms;
     int made_device_alloc;
     vt_left_out left_out;
-    int freezing;        /* a copy in steps is under way (freeze.c) */
-    uint32_t freeze_gen; /* the number of the latest */
+    int freezing;          /* a copy in steps is under way (freeze.c) */
+    uint32_t freeze_gen;   /* the number of the latest */
+    uint32_t freeze_below; /* while it runs: the records of the arena below this index that it
+                              holds already */
 } vt_state_t;
 
 extern VT_HIDDEN vt_state_t vt_state;
@@ -232,14 +284,31 @@ VT_HIDDEN vt_mark vt_mark_now_locked(void);
 VT_HIDDEN void vt_span_open_locked(uint8_t phase, uint64_t now);
 VT_HIDDEN void vt_span_close_locked(uint64_t now);
 
-/* Records go back to a free list, not to malloc: an allocation and its free cost no malloc. */
-VT_HIDDEN void vt_rec_free(vt_rec *r);
-
 /* The live device allocation that starts at addr, or NULL (lock held). */
 VT_HIDDEN vt_rec *vt_live_find_locked(uintptr_t addr);
 
-/* Each table holds an anchor entry that is not an allocation: skip it when iterating. */
-VT_HIDDEN int vt_table_anchor(const vt_rec *r);
+/* The arena of records (lock held): records [0, vt_arena_end()) by index; a free slot has key
+ * 0, a pinned host allocation kind VT_KIND_HOST. */
+VT_HIDDEN uint32_t vt_arena_end(void);
+VT_HIDDEN vt_rec *vt_arena_at(uint32_t i);
+
+/* Element i of a chunked array of elements of `size` bytes, chunks of VT_CHUNK_BYTES. */
+#define VT_CHUNK_BYTES ((size_t)256 << 10)
+static inline void *vt_chunk_at(const vt_chunks *c, size_t size, uint32_t i)
+{
+    uint32_t per = (uint32_t)(VT_CHUNK_BYTES / size);
+    return (char *)c->chunk[i / per] + (size_t)(i % per) * size;
+}
+/* Makes room for elements [0, n): 0, or -1 when memory ran out. Takes a chunk made ahead by
+ * vt_books_prepare() when there is one. */
+VT_HIDDEN int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n);
+
+/* Outside the state lock, before recording: makes the memory the next records may need
+ * (a chunk), so that recording them allocates nothing. */
+VT_HIDDEN void vt_books_prepare(void);
+
+/* The records in the tables of device and VMM allocations (lock held). */
+VT_HIDDEN uint64_t vt_books_records(void);
 
 /* The child of a fork starts with empty books. */
 VT_HIDDEN void vt_table_reset_after_fork(void);
