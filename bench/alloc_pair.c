@@ -2,15 +2,17 @@
  * allocation made under a call chain of a given depth (so stack capture has frames to walk),
  * with LIVE allocations of 512 bytes kept live meanwhile (made first: the ramp is timed too).
  * Prints "threads=T depth=D live=L ramp_ns_per_alloc=R ramp_cpu_ns_per_alloc=RC ns_per_pair=X
- * cpu_ns_per_pair=C faults_per_1000_pairs=F": wall time, the CPU time of the process (what a loaded
- * machine's other tenants do not add to), and the page faults taken while the pairs ran, each over
- * the measured pairs only (after a warm-up of as many pairs on the main thread). */
+ * cpu_ns_per_pair=C faults_per_1000_pairs=F ramp_rss_kib=K": wall time, the CPU time of the
+ * process (what a loaded machine's other tenants do not add to), and the page faults taken while
+ * the pairs ran, each over the measured pairs only (after a warm-up of as many pairs on the main
+ * thread); the ramp's wall and CPU time per allocation; the resident memory after the ramp. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static int pairs = 200000;
 static int chain = 0;
@@ -44,6 +46,19 @@ static long minor_faults(void)
     return u.ru_minflt;
 }
 
+/* Resident KiB now (before the exit's snapshot copies the books). */
+static long resident_kib(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 static double now(clockid_t clock)
 {
     struct timespec t;
@@ -70,6 +85,7 @@ int main(int argc, char **argv)
             return 1;
     }
     double ramp = now(CLOCK_MONOTONIC) - r0, ramp_cpu = now(CLOCK_PROCESS_CPUTIME_ID) - rc0;
+    long ramp_kib = resident_kib();
     worker(NULL); /* warm-up: first-call resolution, table growth */
     pthread_t th[64];
     long f0 = minor_faults();
@@ -85,9 +101,9 @@ int main(int argc, char **argv)
     double t1 = now(CLOCK_MONOTONIC), c1 = now(CLOCK_PROCESS_CPUTIME_ID);
     double n = (double)pairs * threads;
     printf("threads=%d depth=%d live=%ld ramp_ns_per_alloc=%.1f ramp_cpu_ns_per_alloc=%.1f "
-           "ns_per_pair=%.1f cpu_ns_per_pair=%.1f faults_per_1000_pairs=%.2f\n",
+           "ns_per_pair=%.1f cpu_ns_per_pair=%.1f faults_per_1000_pairs=%.2f ramp_rss_kib=%ld\n",
            threads, chain, live, live ? ramp * 1e9 / (double)live : 0.0,
            live ? ramp_cpu * 1e9 / (double)live : 0.0, (t1 - t0) * 1e9 / n, (c1 - c0) * 1e9 / n,
-           (double)(minor_faults() - f0) * 1000 / n);
+           (double)(minor_faults() - f0) * 1000 / n, ramp_kib);
     return bad;
 }
