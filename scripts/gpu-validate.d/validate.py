@@ -774,6 +774,51 @@ def section_tensor(ctx):
         else:
             got = run_workload(ctx, name, "train", extra)
         check_training_run(ctx, "tensor", label, name, got, native=False)
+    check_copies(ctx)
+
+
+def check_copies(ctx):
+    """A loop fed from the host, with and without pin_memory, against what it did: the bytes a
+    typical step uploads and how many of them come from pageable memory (exact: the loop's two
+    token tensors), the synchronous downloads a step (at least its one .item(); PyTorch may wait
+    more), and the pin_memory advice only where the batches were not pinned."""
+    sec = "tensor"
+    for pinned in (False, True):
+        label = "copies, %s" % ("pin_memory=True" if pinned else "pageable batches")
+        name = "copies-" + ("pinned" if pinned else "pageable")
+        res, snap, snap_path, _, info = run_workload(
+            ctx, name, "copies", ["--steps", "5"] + (["--pin-memory"] if pinned else []))
+        why = run_failed(res, info, True, snap)
+        if why:
+            ctx.checks.add(sec, "%s: the loop ran under vramtap" % label, "ran", "failed",
+                           note=why)
+            continue
+        rep, why = report_json(ctx, snap_path, name)
+        copies = (rep or {}).get("copies") or {}
+        step = copies.get("typical_step") or {}
+        if not step:
+            ctx.checks.add(sec, "%s: vramtap report --json gives copies" % label, "copies",
+                           None, note=why or "no copies.typical_step in the report")
+            continue
+        note = ("the median of %s completed steps by bytes uploaded: step %s" %
+                (step.get("of_steps"), step.get("step")))
+        up = res["upload_bytes_per_step"]
+        ctx.checks.add(sec, "%s: bytes uploaded a step" % label, fmt_bytes(up),
+                       fmt_bytes(step.get("h2d_bytes")), ok=step.get("h2d_bytes") == up,
+                       note=note)
+        pageable = 0 if pinned else up
+        ctx.checks.add(sec, "%s: of them from pageable memory" % label, fmt_bytes(pageable),
+                       fmt_bytes(step.get("h2d_pageable_bytes")),
+                       ok=step.get("h2d_pageable_bytes") == pageable, note=note)
+        items = res["items_per_step"]
+        waited = step.get("sync_d2h_calls")
+        ctx.checks.add(sec, "%s: synchronous downloads a step" % label, "at least %d" % items,
+                       waited, kind="tolerance", ok=isinstance(waited, int) and waited >= items,
+                       note="the loop reads the loss once a step (.item()); PyTorch may wait "
+                            "for other values too")
+        advice = copies.get("advice") or []
+        ctx.checks.add(sec, "%s: pin_memory advised" % label, not pinned,
+                       "pin_memory" in advice, note="advice: %s" % advice)
 
 
 def check_training_run(ctx, sec, label, name, got, native, expandable=False):

@@ -123,6 +123,16 @@ class Cuda:
     def drop_batch(self):
         pass
 
+    def upload(self, t, pinned):
+        """A host batch to the device as a training loop moves it: from pinned memory
+        (DataLoader(pin_memory=True)) without waiting, or from the tensor's own memory."""
+        if pinned:
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+    def item(self, loss):
+        return loss.item()
+
     def sync(self):
         torch.cuda.synchronize()
 
@@ -187,6 +197,11 @@ class Mirror:
         rt.cudaMemGetInfo.argtypes = [ctypes.POINTER(sz), ctypes.POINTER(sz)]
         rt.cudaDeviceGetDefaultMemPool.argtypes = [ctypes.POINTER(vp), ctypes.c_int]
         rt.cudaMemPoolGetAttribute.argtypes = [vp, ctypes.c_int, vp]
+        rt.cudaMallocHost.argtypes = [ctypes.POINTER(vp), sz]
+        rt.cudaMemcpy.argtypes = [vp, vp, sz, ctypes.c_int]
+        rt.cudaMemcpyAsync.argtypes = [vp, vp, sz, ctypes.c_int, vp]
+        self.uploads = []       # this step's uploaded batch: keys of device buffers
+        self.pinned = {}        # size -> a pinned buffer, reused as PyTorch's host cache does
         self.keys = {}          # key -> (address, size)
         self.live = self.peak = 0
         self.ranges = []        # every range this "allocator" ever held, for segments()
@@ -285,6 +300,39 @@ class Mirror:
         for key in self.batch_keys:
             self.free(key)
         self.batch_keys = []
+
+    def upload(self, t, pinned):
+        """What .to(device) does on a GPU: a device buffer and a copy into it, from the
+        tensor's own (pageable) memory, or from a pinned buffer the batch was first copied to
+        (pin_memory()) without waiting. The previous step's uploads die first."""
+        if len(self.uploads) >= 2:
+            for key in self.uploads:
+                self.free(key)
+            self.uploads = []
+        n = nbytes(t)
+        key = self.alloc(n)
+        self.uploads.append(key)
+        dev, src = self.keys[key][0], t.data_ptr()
+        if pinned:
+            if n not in self.pinned:
+                p = ctypes.c_void_p()
+                if self.rt.cudaMallocHost(ctypes.byref(p), n) != 0:
+                    raise RuntimeError("mirror: cudaMallocHost failed")
+                self.pinned[n] = p.value
+            ctypes.memmove(self.pinned[n], src, n)
+            rc = self.rt.cudaMemcpyAsync(dev, self.pinned[n], n, 1, None)
+        else:
+            rc = self.rt.cudaMemcpy(dev, src, n, 1)
+        if rc != 0:
+            raise RuntimeError("mirror: upload failed (%d)" % rc)
+        return t
+
+    def item(self, loss):
+        """loss.item() on a GPU: a synchronous download of one value into pageable memory."""
+        value = ctypes.c_float()
+        if self.rt.cudaMemcpy(ctypes.addressof(value), self.keys[self.uploads[0]][0], 4, 2) != 0:
+            raise RuntimeError("mirror: download failed")
+        return loss.item()
 
     def after_backward(self):
         for key in self.acts:
@@ -495,6 +543,28 @@ def case_train(args, backend, result):
     result["segments"] = backend.segments()
 
 
+def case_copies(args, backend, result):
+    """A loop fed from the host as a DataLoader feeds one: each step a batch made on the CPU is
+    uploaded, pinned first with --pin-memory, and the loss is read once (.item()). What it
+    uploads a step is known exactly: the two token tensors."""
+    cfg, model, opt = build(args, backend)
+    c = cfg
+    for _ in range(args.steps):
+        x = backend.upload(torch.randint(c["vocab"], (c["batch"], c["seq"])), args.pin_memory)
+        y = backend.upload(torch.randint(c["vocab"], (c["batch"], c["seq"])), args.pin_memory)
+        loss = model(x, y)
+        loss.backward()
+        backend.item(loss)
+        del loss
+        backend.after_backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+    backend.sync()
+    result.update(config=cfg, steps=args.steps, pinned=args.pin_memory,
+                  upload_bytes_per_step=2 * c["batch"] * c["seq"] * 8,
+                  uploads_per_step=2, items_per_step=1)
+
+
 def timed_steps(trainer, backend, warmup, n):
     for _ in range(warmup):
         trainer.step()
@@ -633,7 +703,9 @@ def case_oom(args, backend, result):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["train", "timing", "profile", "oom"])
+    ap.add_argument("--case", required=True,
+                    choices=["train", "timing", "profile", "oom", "copies"])
+    ap.add_argument("--pin-memory", action="store_true", help="copies: upload from pinned memory")
     ap.add_argument("--out", required=True)
     ap.add_argument("--size", default="gpu", choices=sorted(SIZES))
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
@@ -659,7 +731,7 @@ def main():
         result["dry_run"] = backend.dry
         result["environment"] = environment(backend)
         {"train": case_train, "timing": case_timing, "profile": case_profile,
-         "oom": case_oom}[args.case](args, backend, result)
+         "oom": case_oom, "copies": case_copies}[args.case](args, backend, result)
     except Exception:
         result["error"] = traceback.format_exc()[-4000:]
         status = 1

@@ -1,5 +1,12 @@
-/* Copies between host and device (copies.h). The counters and the pinned ranges are guarded by
- * the state lock, so that a copy is counted in the phase and step the books are in. */
+/* Copies between host and device (copies.h).
+ *
+ * A copy takes no lock: each thread counts into a block of its own, which holds the counts of
+ * one moment (the phase and step the books were in). When the books move on (phase.c publishes
+ * the new moment), the thread folds its block into the books under the state lock before
+ * counting again, and a thread that ends folds its block on the way out; the writer adds the
+ * blocks of the threads still running to its copy. A copy between unified addresses the books
+ * cannot tell apart, or one whose stack is wanted, is counted under the lock. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +14,7 @@
 
 #include "copies.h"
 #include "json_out.h"
+#include "pinned.h"
 #include "resolve.h"
 #include "snapshot_keys.h"
 #include "stacks.h"
@@ -45,93 +53,26 @@ struct vt_copies_frozen {
 static struct vt_copies_frozen books;
 static int stacks_on;
 
-/* Pinned host ranges, sorted by start. */
-typedef struct {
-    uintptr_t start, end;
-} range;
-static range *pinned;
-static size_t npinned, cappinned;
-
 void vt_copies_init(void)
 {
     const char *s = getenv("VRAMTAP_COPY_STACKS");
     stacks_on = s && !strcmp(s, "1") && vt_cfg.stacks;
 }
 
-/* The index of the first range starting after addr. */
-static size_t pinned_upper(uintptr_t addr)
-{
-    size_t lo = 0, hi = npinned;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pinned[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static int pinned_has(uintptr_t addr)
-{
-    size_t i = pinned_upper(addr);
-    return i > 0 && addr < pinned[i - 1].end;
-}
-
-void vt_copies_pinned_add(uintptr_t addr, uint64_t size)
-{
-    if (!addr || !size || vt_cfg.disabled)
-        return;
-    vt_lock();
-    size_t i = pinned_upper(addr);
-    if (i > 0 && pinned[i - 1].start == addr) {
-        pinned[i - 1].end = addr + size; /* a stale entry: the memory was freed unseen */
-    } else {
-        if (npinned == cappinned) {
-            size_t cap = cappinned ? 2 * cappinned : 64;
-            range *grown = realloc(pinned, cap * sizeof *grown);
-            if (!grown) {
-                vt_unlock();
-                vt_warn_once("out of memory: some pinned memory will be counted as pageable");
-                return;
-            }
-            pinned = grown;
-            cappinned = cap;
-        }
-        memmove(pinned + i + 1, pinned + i, (npinned - i) * sizeof *pinned);
-        pinned[i] = (range){addr, addr + size};
-        npinned++;
-    }
-    vt_unlock();
-}
-
-void vt_copies_pinned_remove(uintptr_t addr)
-{
-    if (!addr || vt_cfg.disabled)
-        return;
-    vt_lock();
-    size_t i = pinned_upper(addr);
-    if (i > 0 && pinned[i - 1].start == addr) {
-        memmove(pinned + i - 1, pinned + i, (npinned - i) * sizeof *pinned);
-        npinned--;
-    }
-    vt_unlock();
-}
-
 enum { SIDE_DEVICE, SIDE_PINNED, SIDE_PAGEABLE, SIDE_UNKNOWN };
 
-/* What the books say of one end (state lock held): a unified pointer is device memory when a
- * live device allocation starts there; anything else the books cannot tell is left to the
- * driver. */
-static int side_from_books(vt_copy_side s)
+/* What the books say of one end: a unified pointer is device memory when a live device
+ * allocation starts there (`locked`: the state lock is held, else that question is not asked);
+ * anything else the books cannot tell is left to the driver. */
+static int side_from_books(vt_copy_side s, int locked)
 {
     if (s.end == VT_END_DEVICE)
         return SIDE_DEVICE;
-    if (pinned_has(s.addr))
+    if (vt_pinned_has(s.addr))
         return SIDE_PINNED;
     if (s.end == VT_END_HOST)
         return SIDE_PAGEABLE;
-    return vt_live_find_locked(s.addr) ? SIDE_DEVICE : SIDE_UNKNOWN;
+    return locked && vt_live_find_locked(s.addr) ? SIDE_DEVICE : SIDE_UNKNOWN;
 }
 
 /* What the driver says of a unified pointer the books do not know (an interior device address,
@@ -164,11 +105,38 @@ static int any(const counts *c)
     return 0;
 }
 
-static void add(counts *c, int kind, uint64_t bytes, int waited)
+static void add(counts *to, const counts *c)
 {
-    c->bytes[kind] += bytes;
-    c->calls[kind]++;
-    c->sync_d2h += (uint64_t)waited;
+    for (int k = 0; k < NKINDS; k++) {
+        to->bytes[k] += c->bytes[k];
+        to->calls[k] += c->calls[k];
+    }
+    to->sync_d2h += c->sync_d2h;
+}
+
+/* Adds c to z at a phase and step. The total is the phases' sum, made when a file is written. */
+static void add_at(vt_copies_frozen *z, unsigned phase, uint32_t step, const counts *c)
+{
+    add(&z->phase[phase < NPHASES ? phase : VT_PHASE_OTHER], c);
+    if (step < STEPS) {
+        add(&z->step[step], c);
+        if (step >= z->nsteps)
+            z->nsteps = step + 1;
+        return;
+    }
+    if (!any(&z->later))
+        z->later_first = step;
+    add(&z->later, c);
+    z->later_last = step > z->later_last ? step : z->later_last;
+}
+
+static counts one(int kind, uint64_t bytes, int waited)
+{
+    counts c = {0};
+    c.bytes[kind] = bytes;
+    c.calls[kind] = 1;
+    c.sync_d2h = (uint64_t)waited;
+    return c;
 }
 
 static void add_site_locked(uint32_t site, int kind, uint64_t bytes)
@@ -188,24 +156,136 @@ static void add_site_locked(uint32_t site, int kind, uint64_t bytes)
     books.sites[i].by_kind[kind] += bytes;
 }
 
+/* ---- the threads' blocks ---- */
+
+/* The books' moment: phase | step << 8. */
+static _Atomic uint64_t now_moment;
+
+void vt_copies_moment_locked(void)
+{
+    atomic_store_explicit(&now_moment, (uint64_t)vt_state.step << 8 | vt_state.phase,
+                          memory_order_relaxed);
+}
+
+/* Written by its thread only (plain loads and stores, atomic so that the writer may read them
+ * meanwhile); the links are the state lock's. */
+typedef struct block {
+    _Atomic uint64_t moment;
+    _Atomic uint64_t bytes[NKINDS], calls[NKINDS], sync_d2h;
+    struct block *next, **prevp;
+} block;
+
+static VT_TLS block *mine;
+static block *blocks;
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_made;
+
+static counts read_block(const block *b)
+{
+    counts c;
+    for (int k = 0; k < NKINDS; k++) {
+        c.bytes[k] = atomic_load_explicit(&b->bytes[k], memory_order_relaxed);
+        c.calls[k] = atomic_load_explicit(&b->calls[k], memory_order_relaxed);
+    }
+    c.sync_d2h = atomic_load_explicit(&b->sync_d2h, memory_order_relaxed);
+    return c;
+}
+
+static void bump(_Atomic uint64_t *v, uint64_t by)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + by,
+                          memory_order_relaxed);
+}
+
+static void clear(block *b, uint64_t moment)
+{
+    for (int k = 0; k < NKINDS; k++) {
+        atomic_store_explicit(&b->bytes[k], 0, memory_order_relaxed);
+        atomic_store_explicit(&b->calls[k], 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&b->sync_d2h, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->moment, moment, memory_order_relaxed);
+}
+
+/* Moves a block's counts into the books and starts it at `moment` (state lock held). */
+static void fold_locked(block *b, uint64_t moment)
+{
+    counts c = read_block(b);
+    uint64_t m = atomic_load_explicit(&b->moment, memory_order_relaxed);
+    if (any(&c))
+        add_at(&books, (unsigned)(m & 0xff), (uint32_t)(m >> 8), &c);
+    clear(b, moment);
+}
+
+/* A thread that ends leaves its counts in the books. */
+static void leave(void *arg)
+{
+    block *b = arg;
+    vt_lock();
+    fold_locked(b, 0);
+    *b->prevp = b->next;
+    if (b->next)
+        b->next->prevp = b->prevp;
+    vt_unlock();
+    mine = NULL;
+    free(b);
+}
+
+static void make_key(void)
+{
+    key_made = !pthread_key_create(&exit_key, leave);
+}
+
+/* The calling thread's block, made on its first copy; NULL when there is no memory for it. */
+static block *enroll(void)
+{
+    pthread_once(&key_once, make_key);
+    block *b = key_made ? calloc(1, sizeof *b) : NULL;
+    if (!b)
+        return NULL;
+    if (pthread_setspecific(exit_key, b)) {
+        free(b);
+        return NULL;
+    }
+    vt_lock();
+    atomic_store_explicit(&b->moment, atomic_load_explicit(&now_moment, memory_order_relaxed),
+                          memory_order_relaxed);
+    b->next = blocks;
+    b->prevp = &blocks;
+    if (blocks)
+        blocks->prevp = &b->next;
+    blocks = b;
+    vt_unlock();
+    return mine = b;
+}
+
+static void count_mine(block *b, int kind, uint64_t bytes, int waited)
+{
+    uint64_t now = atomic_load_explicit(&now_moment, memory_order_relaxed);
+    if (atomic_load_explicit(&b->moment, memory_order_relaxed) != now) {
+        vt_lock();
+        fold_locked(b, now);
+        vt_unlock();
+    }
+    bump(&b->bytes[kind], bytes);
+    bump(&b->calls[kind], 1);
+    if (waited)
+        bump(&b->sync_d2h, 1);
+}
+
+/* ---- a copy ---- */
+
+static int waited_for(int kind, int sync)
+{
+    return kind == D2H_PAGEABLE || (kind == D2H_PINNED && sync);
+}
+
 static void count_locked(int dst, int src, uint64_t bytes, int sync, uint32_t site)
 {
     int kind = kind_of(dst, src);
-    int waited = (kind == D2H_PAGEABLE) || (kind == D2H_PINNED && sync);
-    add(&books.total, kind, bytes, waited);
-    add(&books.phase[vt_state.phase < NPHASES ? vt_state.phase : VT_PHASE_OTHER], kind, bytes,
-        waited);
-    uint32_t step = vt_state.step;
-    if (step < STEPS) {
-        add(&books.step[step], kind, bytes, waited);
-        if (step >= books.nsteps)
-            books.nsteps = step + 1;
-    } else {
-        if (!any(&books.later))
-            books.later_first = step;
-        add(&books.later, kind, bytes, waited);
-        books.later_last = step;
-    }
+    counts c = one(kind, bytes, waited_for(kind, sync));
+    add_at(&books, vt_state.phase, vt_state.step, &c);
     if (site != VT_NO_SITE)
         add_site_locked(site, kind, bytes);
 }
@@ -214,9 +294,16 @@ void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, int sync)
 {
     if (vt_cfg.disabled || !bytes)
         return;
+    block *b = mine;
+    if (!stacks_on && dst.end != VT_END_UNIFIED && src.end != VT_END_UNIFIED &&
+        (b || (b = enroll()))) {
+        int kind = kind_of(side_from_books(dst, 0), side_from_books(src, 0));
+        count_mine(b, kind, bytes, waited_for(kind, sync));
+        return;
+    }
     uint32_t site = stacks_on ? vt_stack_here() : VT_NO_SITE;
     vt_lock();
-    int d = side_from_books(dst), s = side_from_books(src);
+    int d = side_from_books(dst, 1), s = side_from_books(src, 1);
     if (d != SIDE_UNKNOWN && s != SIDE_UNKNOWN) {
         count_locked(d, s, bytes, sync, site);
         vt_unlock();
@@ -236,14 +323,31 @@ void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, int sync)
 vt_copies_frozen *vt_copies_freeze_locked(void)
 {
     vt_copies_frozen *z = malloc(sizeof *z);
-    if (z)
-        *z = books;
+    if (!z)
+        return NULL;
+    *z = books;
+    for (const block *b = blocks; b; b = b->next) {
+        counts c = read_block(b);
+        uint64_t m = atomic_load_explicit(&b->moment, memory_order_relaxed);
+        if (any(&c))
+            add_at(z, (unsigned)(m & 0xff), (uint32_t)(m >> 8), &c);
+    }
+    for (int p = 0; p < NPHASES; p++)
+        add(&z->total, &z->phase[p]);
     return z;
 }
 
+/* With every lock held, in the child's only thread: the other threads' blocks are not in it. */
 void vt_copies_reset_after_fork(void)
 {
     memset(&books, 0, sizeof books);
+    blocks = NULL;
+    if (mine) {
+        clear(mine, atomic_load_explicit(&now_moment, memory_order_relaxed));
+        mine->next = NULL;
+        mine->prevp = &blocks;
+        blocks = mine;
+    }
 }
 
 static void write_pair(FILE *f, const char *name, const counts *c, int pageable, int pinned_kind)

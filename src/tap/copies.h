@@ -1,7 +1,7 @@
 /* Copies between host and device: bytes by direction and by what the host side is (pinned:
  * inside a pinned allocation or a registered range; pageable: anything else), per phase and per
- * step, and the device-to-host copies the calling thread waited for. One counter update per
- * copy under the state lock; a stack only with VRAMTAP_COPY_STACKS=1. */
+ * step, and the device-to-host copies the calling thread waited for. A copy takes no lock (see
+ * copies.c); a stack only with VRAMTAP_COPY_STACKS=1. Pinned ranges are pinned.h's. */
 #ifndef VT_COPIES_H
 #define VT_COPIES_H
 
@@ -42,10 +42,8 @@ VT_HIDDEN void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, 
         return rc;                                                                                 \
     }
 
-/* Pinned host ranges: pinned allocations and registered memory. Removal before the real free
- * or unregister, so that an address handed out again is not taken for pinned. */
-VT_HIDDEN void vt_copies_pinned_add(uintptr_t addr, uint64_t size);
-VT_HIDDEN void vt_copies_pinned_remove(uintptr_t addr);
+/* The books' phase or step changed (state lock held): copies count at the new moment. */
+VT_HIDDEN void vt_copies_moment_locked(void);
 
 /* VRAMTAP_COPY_STACKS, read by the constructor. */
 VT_HIDDEN void vt_copies_init(void);

@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include "copies.h"
+#include "pinned.h"
 #include "resolve.h"
 
 #define REAL(name) ((__typeof__(&name))vt_real_driver(VT_DRV_##name))
@@ -197,7 +198,7 @@ BATCH_3D_V2(cuMemcpy3DBatchAsync_v2_ptsz)
 /* Registered host memory is pinned: copies from it are counted as such. Removed before the
  * real unregister, after which the range may be anything. */
 HOOK(cuMemHostRegister_v2, (void *p, size_t size, unsigned int flags), (p, size, flags),
-     vt_copies_pinned_add((uintptr_t)p, size))
+     vt_pinned_add((uintptr_t)p, size))
 
 VT_EXPORT CUresult cuMemHostUnregister(void *p)
 {
@@ -206,7 +207,7 @@ VT_EXPORT CUresult cuMemHostUnregister(void *p)
         return CUDA_ERROR_NOT_INITIALIZED;
     int outer = vt_guard_enter();
     if (outer)
-        vt_copies_pinned_remove((uintptr_t)p);
+        vt_pinned_remove((uintptr_t)p);
     CUresult rc = real(p);
     vt_guard_leave();
     return rc;

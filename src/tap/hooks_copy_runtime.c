@@ -6,14 +6,16 @@
 #include <cuda_runtime_api.h>
 
 #include "copies.h"
+#include "pinned.h"
 #include "resolve.h"
 
-/* The next definition (libcudart); without one a wrapper answers as a runtime that could not
- * initialise. */
+/* The next definition (libcudart), looked up once; without one a wrapper answers as a runtime
+ * that could not initialise. */
 #define REAL(name)                                                                                 \
     ({                                                                                             \
         static _Atomic(void *) cache_;                                                             \
-        (__typeof__(&name))vt_real_next(&cache_, #name);                                           \
+        void *p_ = atomic_load_explicit(&cache_, memory_order_acquire);                            \
+        (__typeof__(&name))(p_ ? p_ : vt_real_next(&cache_, #name));                               \
     })
 #define HOOK(name, params, args, note)                                                             \
     VT_COPY_HOOK(cudaError_t, cudaSuccess, cudaErrorInitializationError, REAL(name), name, params, \
@@ -144,7 +146,7 @@ BATCH_3D(cudaMemcpy3DBatchAsync_ptsz)
 
 /* Registered host memory is pinned; the range is forgotten before the real unregister. */
 HOOK(cudaHostRegister, (void *p, size_t size, unsigned int flags), (p, size, flags),
-     vt_copies_pinned_add((uintptr_t)p, size))
+     vt_pinned_add((uintptr_t)p, size))
 
 VT_EXPORT cudaError_t cudaHostUnregister(void *p)
 {
@@ -153,7 +155,7 @@ VT_EXPORT cudaError_t cudaHostUnregister(void *p)
         return cudaErrorInitializationError;
     int outer = vt_guard_enter();
     if (outer)
-        vt_copies_pinned_remove((uintptr_t)p);
+        vt_pinned_remove((uintptr_t)p);
     cudaError_t rc = real(p);
     vt_guard_leave();
     return rc;

@@ -6,7 +6,7 @@
 
 #undef cuGetProcAddress
 
-#include "copies.h"
+#include "pinned.h"
 #include "resolve.h"
 #include "table.h"
 
@@ -251,7 +251,7 @@ static void note_host(CUresult rc, vt_api api, void *p, size_t size)
         vt_note_fail(api, -1, size, rc, 0);
     else if (p) {
         vt_note_host_alloc(api, (uintptr_t)p, size);
-        vt_copies_pinned_add((uintptr_t)p, size);
+        vt_pinned_add((uintptr_t)p, size);
     }
 }
 
@@ -282,7 +282,7 @@ VT_EXPORT CUresult cuMemFreeHost(void *p)
     REAL_OR_RETURN(cuMemFreeHost);
     int outer = vt_guard_enter();
     if (recording(outer) && p) {
-        vt_copies_pinned_remove((uintptr_t)p);
+        vt_pinned_remove((uintptr_t)p);
         vt_note_host_free((uintptr_t)p);
     }
     CUresult rc = real(p);

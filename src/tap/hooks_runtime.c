@@ -6,7 +6,7 @@
 #define CUDA_ENABLE_DEPRECATED
 #include <cuda_runtime_api.h>
 
-#include "copies.h"
+#include "pinned.h"
 #include "resolve.h"
 #include "table.h"
 
@@ -199,7 +199,7 @@ static void note_host(int outer, cudaError_t rc, vt_api api, void *p, size_t siz
         vt_note_fail(api, -1, size, rc, 0);
     else if (p) {
         vt_note_host_alloc(api, (uintptr_t)p, size);
-        vt_copies_pinned_add((uintptr_t)p, size);
+        vt_pinned_add((uintptr_t)p, size);
     }
 }
 
@@ -228,7 +228,7 @@ VT_EXPORT cudaError_t cudaFreeHost(void *p)
     REAL_OR_RETURN(cudaFreeHost);
     int outer = vt_guard_enter();
     if (outer && p && !vt_cfg.disabled) {
-        vt_copies_pinned_remove((uintptr_t)p);
+        vt_pinned_remove((uintptr_t)p);
         vt_note_host_free((uintptr_t)p);
     }
     cudaError_t rc = real(p);

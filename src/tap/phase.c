@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "copies.h"
 #include "history.h"
 #include "phase.h"
 #include "sample.h"
@@ -89,6 +90,7 @@ int vt_phase_begin(int phase)
         open_phases[0] = (uint8_t)phase;
         vt_state.instance++;
         vt_state.phase = (uint8_t)phase;
+        vt_copies_moment_locked();
         vt_state.markers = 1;
         vt_span_open_locked((uint8_t)phase, vt_clock());
     }
@@ -112,6 +114,7 @@ int vt_phase_end(int phase)
             vt_state.step++;
             vt_history_step_locked();
         }
+        vt_copies_moment_locked();
         closed = 1;
     }
     vt_unlock();
@@ -139,6 +142,7 @@ VT_EXPORT int vramtap_step_mark(void)
     vt_lock();
     vt_state.step++;
     vt_history_step_locked();
+    vt_copies_moment_locked();
     vt_unlock();
     vt_snapshot_write_interim();
     return VRAMTAP_OK;

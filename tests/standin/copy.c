@@ -31,6 +31,8 @@ static size_t span(const struct plane *p, size_t width, size_t height, size_t de
 /* Resolves a unified end and checks a device end (lock held). */
 static CUresult settle(struct books *b, struct plane *p, size_t bytes)
 {
+    if (p->type == CU_MEMORYTYPE_HOST)
+        return p->addr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     struct pointer ptr;
     bool known = identify(b, p->addr, &ptr);
     if (p->type == CU_MEMORYTYPE_UNIFIED)

@@ -3,8 +3,9 @@
  * cuGetProcAddress in both forms, cudaGetDriverEntryPoint; host memory pinned by allocation and
  * by registration (runtime and driver), pageable, and unregistered again. Then three training
  * steps that each upload 10 MiB, PAGEABLE MiB of it from pageable memory and the rest from
- * pinned memory, copy on the device and read one value back synchronously. A worker forked between
- * the two makes one copy of its own; a pageable load of 64 MiB is held throughout.
+ * pinned memory, copy on the device, read one value back synchronously, and start a thread
+ * that copies once and ends (its counts outlive it). A worker forked between the two makes one
+ * copy of its own; a pageable load of 64 MiB is held throughout.
  *
  * The program keeps its own account of what each copy was and prints it, in the snapshot's
  * shape, as one line of JSON: {"copies": {...}, "worker": PID}.
@@ -13,6 +14,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -255,6 +257,24 @@ static void registration(void)
     CHECK_EQ_INT(cuMemcpyHtoD((CUdeviceptr)dev0, registered_by_driver + 8, 3100), CUDA_SUCCESS);
     did(H2D_PINNED, 3100, 0);
     CHECK_EQ_INT(cuMemHostUnregister(registered_by_driver), CUDA_SUCCESS);
+    /* many pinned ranges at once (the ranges' table grows), one copied from inside */
+    enum { MANY = 150 };
+    void *many[MANY];
+    for (int i = 0; i < MANY; i++)
+        CHECK_EQ_INT(cudaHostAlloc(&many[i], 4096, cudaHostAllocDefault), cudaSuccess);
+    CHECK_EQ_INT(cudaMemcpy(dev0, (char *)many[MANY / 2] + 100, 3200, cudaMemcpyHostToDevice),
+                 cudaSuccess);
+    did(H2D_PINNED, 3200, 0);
+    for (int i = 0; i < MANY; i++)
+        CHECK_EQ_INT(cudaFreeHost(many[i]), cudaSuccess);
+}
+
+/* A thread that copies once on the device and ends, in the phase its starter is in. */
+static void *copy_and_end(void *arg)
+{
+    (void)arg;
+    int rc = cudaMemcpy(dev0 + 30 * MiB, dev0, 512, cudaMemcpyDeviceToDevice);
+    return (void *)(intptr_t)rc;
 }
 
 /* A data-loader-like worker that makes one copy of its own: its snapshot holds only that. */
@@ -313,6 +333,12 @@ int main(int argc, char **argv)
         did(D2D, MiB, 0);
         end(VRAMTAP_FORWARD);
         begin(BACKWARD, VRAMTAP_BACKWARD);
+        pthread_t t;
+        void *rc = (void *)1;
+        CHECK_EQ_INT(pthread_create(&t, NULL, copy_and_end, NULL), 0);
+        CHECK_EQ_INT(pthread_join(t, &rc), 0);
+        CHECK(rc == (void *)0);
+        did(D2D, 512, 0);
         end(VRAMTAP_BACKWARD);
         begin(OPTIMIZER, VRAMTAP_OPTIMIZER);
         /* loss.item(): a synchronous read of one value */

@@ -5,7 +5,8 @@ runtime's copies call the driver's underneath). The forked worker's snapshot hol
 and nothing of its parent's. `vramtap report --json` carries the same bytes and a typical step;
 the text report advises pin_memory when half or more of a step's upload bytes come from pageable
 memory (7 and 5 MiB of 10: yes, 4: no) and names the synchronous download a step; `vramtap diff`
-sets two runs' uploads side by side.
+sets two runs' uploads side by side. With VRAMTAP_COPY_STACKS=1 the counts are the same and the
+largest sites (at most 8, largest first) and the bytes left out make the total.
 
 usage: copies.py PROGRAM
 """
@@ -27,11 +28,12 @@ def expect(ok, what):
         failures.append(what)
 
 
-def run(pageable_mib):
+def run(pageable_mib, extra_env=None):
     """The program's account and its snapshots by pid, in a fresh folder."""
     out = tempfile.mkdtemp(prefix="vt-copies-")
     env = dict(os.environ, LD_PRELOAD=os.environ["VT_PRELOAD"], VRAMTAP_OUT=out,
-               VRAMTAP_QUIET="1", LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
+               VRAMTAP_QUIET="1", LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"],
+               **(extra_env or {}))
     p = subprocess.run([prog, str(pageable_mib)], env=env, capture_output=True, text=True,
                        timeout=300)
     expect(p.returncode == 0, "exit %d %s" % (p.returncode, p.stderr[-2000:]))
@@ -110,6 +112,25 @@ if 7 in parents and 4 in parents:
     expect(d.get("a", {}).get("typical_step", {}).get("h2d_pageable_bytes") == 7 * MiB and
            d.get("b", {}).get("typical_step", {}).get("h2d_pageable_bytes") == 4 * MiB,
            "diff --json copies %s" % d)
+# With the sites of copies: the same counts (each copy then counted under the lock), and the
+# largest sites, whose bytes and those left out make the total.
+out, want, snaps = run(7, {"VRAMTAP_COPY_STACKS": "1"})
+folders.append(out)
+parent = want and next((s for pid, s in snaps.items() if pid != want["worker"]), None)
+if parent:
+    got = parent[1]["copies"]
+    for key in ("total", "phases", "steps"):
+        expect(got.get(key) == want["copies"][key], "with sites: %s differs" % key)
+    sites = got.get("sites") or []
+    t = want["copies"]["total"]
+    total = (t["h2d"]["pageable_bytes"] + t["h2d"]["pinned_bytes"] + t["d2h"]["pageable_bytes"] +
+             t["d2h"]["pinned_bytes"] + t["d2d"]["bytes"] + t["h2h"]["bytes"])
+    expect(0 < len(sites) <= 8 and
+           sum(s["bytes"] for s in sites) + got.get("sites_left_out_bytes", -1) == total and
+           all(isinstance(s["site"], int) and 0 <= s["site"] < len(parent[1]["sites"])
+               for s in sites) and
+           [s["bytes"] for s in sites] == sorted((s["bytes"] for s in sites), reverse=True),
+           "sites %s (left out %s, total %d)" % (sites, got.get("sites_left_out_bytes"), total))
 for out in folders:
     shutil.rmtree(out)
 for f in failures:

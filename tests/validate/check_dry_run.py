@@ -65,7 +65,12 @@ if mds and jsons:
                  "tensor mode, fp32: peak vs torch.cuda.max_memory_allocated()",
                  "native allocator: vramtap's peak in PyTorch's segments vs max_memory_reserved()",
                  "OOM (device full): the failed request (size, api, phase, step)",
-                 "OOM (device full): the program's live tensors are all in it"):
+                 "OOM (device full): the program's live tensors are all in it",
+                 "copies, pageable batches: bytes uploaded a step",
+                 "copies, pageable batches: of them from pageable memory",
+                 "copies, pageable batches: pin_memory advised",
+                 "copies, pin_memory=True: of them from pageable memory",
+                 "copies, pin_memory=True: pin_memory advised"):
         check(by_name.get(name, {}).get("status") == "pass",
               "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
     check(by_name.get("static runtime: program builds", {}).get("status") in ("pass", "skipped"),
