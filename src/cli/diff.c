@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "copies.h"
+#include "offload.h"
 #include "record.h"
 #include "report.h"
 #include "snapshot_keys.h"
@@ -315,15 +316,18 @@ static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff
 static void print_host(FILE *out, const vt_snapshot *a, const vt_snapshot *b)
 {
     vt_copy_summary ca = vt_copy_summarize(a), cb = vt_copy_summarize(b);
+    int64_t oa = vt_offloaded_bytes(a), ob = vt_offloaded_bytes(b);
     if (a->ram.high_water < 0 && b->ram.high_water < 0 && a->ram.workers_high < 0 &&
-        b->ram.workers_high < 0 && !ca.present && !cb.present)
+        b->ram.workers_high < 0 && !ca.any && !cb.any && oa <= 0 && ob <= 0)
         return;
     fprintf(out, "\n%shost%s %20s %20s  %12s\n", vt_on(VT_STYLE_BOLD), vt_off(), "A", "B",
             "change");
     print_row(out, "RAM high-water", a->ram.high_water, b->ram.high_water);
     if (a->ram.workers_high >= 0 || b->ram.workers_high >= 0)
         print_row(out, "workers at most", a->ram.workers_high, b->ram.workers_high);
-    if (!ca.present && !cb.present)
+    if (oa > 0 || ob > 0)
+        print_row(out, "offloaded (pinned)", oa, ob);
+    if (!ca.any && !cb.any)
         return;
     /* a typical step's copies (the report's), - for a run without copies recorded */
     print_row(out, "uploads a step", ca.present ? ca.up : -1, cb.present ? cb.up : -1);
@@ -520,16 +524,16 @@ static json_t *diff_json(vt_loaded *la, vt_loaded *lb, const dev_diff *devs, siz
     json_t *differs = !a->argc || !b->argc ? json_null() : json_boolean(!same_command(a, b));
     char changes[1024];
     size_t nchanges = vt_record_changes(a, b, changes, sizeof changes);
-    return json_pack("{s:s, s:i, s:{s:s, s:o, s:o}, s:{s:s, s:o, s:o}, s:b, s:o, s:o, s:o, s:o, "
-                     "s:{s:o, s:o}, s:{s:o, s:o}}",
-                     "format", "vramtap-diff", "version", 1, "a", "file", a->path, "command",
-                     command_json(a), "run_record", vt_run_record_json(a), "b", "file", b->path,
-                     "command", command_json(b), "run_record", vt_run_record_json(b), "identical",
-                     identical(a, b), "command_differs", differs, "env",
-                     a->env && b->env ? envs : (json_decref(envs), json_null()), "devices", devices,
-                     "record_changes", nchanges ? json_string(changes) : json_null(), "host_ram",
-                     "a", vt_host_ram_json(a), "b", vt_host_ram_json(b), "copies", "a",
-                     vt_copies_json(a), "b", vt_copies_json(b));
+    return json_pack(
+        "{s:s, s:i, s:{s:s, s:o, s:o}, s:{s:s, s:o, s:o}, s:b, s:o, s:o, s:o, s:o, "
+        "s:{s:o, s:o}, s:{s:o, s:o}, s:{s:o, s:o}}",
+        "format", "vramtap-diff", "version", 1, "a", "file", a->path, "command", command_json(a),
+        "run_record", vt_run_record_json(a), "b", "file", b->path, "command", command_json(b),
+        "run_record", vt_run_record_json(b), "identical", identical(a, b), "command_differs",
+        differs, "env", a->env && b->env ? envs : (json_decref(envs), json_null()), "devices",
+        devices, "record_changes", nchanges ? json_string(changes) : json_null(), "host_ram", "a",
+        vt_host_ram_json(a), "b", vt_host_ram_json(b), "copies", "a", vt_copies_json(a), "b",
+        vt_copies_json(b), "host_offloaded", "a", vt_offloaded_json(a), "b", vt_offloaded_json(b));
 }
 
 /* --- the command --------------------------------------------------------------------------- */

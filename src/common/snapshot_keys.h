@@ -35,6 +35,7 @@
 #define VT_K_HOST "host"
 #define VT_K_HOST_RAM "host_ram"
 #define VT_K_COPIES "copies"
+#define VT_K_HOST_OFFLOADED "host_offloaded"
 #define VT_K_ALLOCATIONS "allocations"
 #define VT_K_IDENTITY "identity"
 #define VT_K_RUN_RECORD "run_record"

@@ -95,6 +95,7 @@ void vt_thaw(frozen *fz)
     vt_identity_thaw(fz->identity);
     free(fz->record);
     free(fz->copies);
+    free(fz->pinned);
     free(fz->recs);
     free(fz->spans);
     free(fz->dev);
@@ -116,6 +117,8 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
     fz->record = vt_record_freeze_locked();
     free(fz->copies);
     fz->copies = vt_copies_freeze_locked();
+    free(fz->pinned);
+    fz->pinned = vt_pinned_freeze_locked(&fz->npinned);
     fz->end_time = vt_clock();
     fz->markers = vt_state.markers;
     fz->step = vt_state.step;

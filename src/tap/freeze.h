@@ -5,6 +5,7 @@
 
 #include "copies.h"
 #include "history.h"
+#include "pinned.h"
 #include "identity.h"
 #include "record.h"
 #include "table.h"
@@ -34,6 +35,8 @@ typedef struct {
     vt_identity_frozen *identity; /* labels of the records and loose ranges; NULL: none */
     vt_record_frozen *record;
     vt_copies_frozen *copies; /* NULL: no room for it */
+    vt_pinned_range *pinned;  /* the pinned ranges, sorted */
+    size_t npinned;
 } frozen;
 
 /* Copies the books: for an exit or interim file (oom NULL) the allocations live at each

@@ -293,6 +293,18 @@ void vt_identity_labels(vt_identity_frozen *z, uint64_t id, uintptr_t address, u
     }
 }
 
+int vt_identity_loose_at(const vt_identity_frozen *z, size_t i, uintptr_t *addr, uint64_t *len,
+                         uint8_t *cat, uint64_t *seq_last)
+{
+    if (!z || i >= z->nloose)
+        return 0;
+    *addr = z->loose[i].addr;
+    *len = z->loose[i].len;
+    *cat = z->loose[i].cat;
+    *seq_last = z->loose[i].seq_last;
+    return 1;
+}
+
 void vt_identity_write_summary(FILE *f, const vt_identity_frozen *z)
 {
     if (!z)

@@ -49,6 +49,10 @@ typedef void (*vt_label_fn)(void *ctx, uint64_t off, uint64_t len, int cat);
 VT_HIDDEN void vt_identity_labels(vt_identity_frozen *z, uint64_t id, uintptr_t address,
                                   uint64_t size, uint64_t birth_seq, int dead, uint64_t death_seq,
                                   vt_label_fn fn, void *ctx);
+/* The i-th loose range of the copy (after vt_identity_frozen_ready: by start address), 0 past
+ * the last: where it starts, its length and category, and when it was last labelled. */
+VT_HIDDEN int vt_identity_loose_at(const vt_identity_frozen *z, size_t i, uintptr_t *addr,
+                                   uint64_t *len, uint8_t *cat, uint64_t *seq_last);
 /* The snapshot's name of a category ("optimizer_state"). */
 VT_HIDDEN const char *vt_identity_category_name(int cat);
 /* The top-level `"identity"` member and ",\n", after the allocations. */

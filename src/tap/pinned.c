@@ -10,6 +10,7 @@
 
 typedef struct {
     _Atomic uintptr_t start, end;
+    _Atomic uint64_t seq; /* the books' when pinned */
 } range;
 
 typedef struct {
@@ -66,16 +67,18 @@ static void end_change(void)
     atomic_fetch_add_explicit(&seq, 1, memory_order_release);
 }
 
-static void put(range *r, uintptr_t start, uintptr_t end)
+static void put(range *r, uintptr_t start, uintptr_t end, uint64_t seq)
 {
     atomic_store_explicit(&r->start, start, memory_order_relaxed);
     atomic_store_explicit(&r->end, end, memory_order_relaxed);
+    atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
 }
 
 static void move(range *to, range *from)
 {
     put(to, atomic_load_explicit(&from->start, memory_order_relaxed),
-        atomic_load_explicit(&from->end, memory_order_relaxed));
+        atomic_load_explicit(&from->end, memory_order_relaxed),
+        atomic_load_explicit(&from->seq, memory_order_relaxed));
 }
 
 /* The set, its size and where addr goes in it (state lock held); 1 when a range starts there. */
@@ -96,7 +99,7 @@ void vt_pinned_add(uintptr_t addr, uint64_t size)
     size_t n, i;
     if (locate(&s, &n, &i, addr)) {
         begin_change(); /* a stale entry: the memory was freed unseen */
-        atomic_store_explicit(&s->r[i - 1].end, addr + size, memory_order_relaxed);
+        put(&s->r[i - 1], addr, addr + size, vt_state.seq);
         end_change();
         vt_unlock();
         return;
@@ -119,7 +122,7 @@ void vt_pinned_add(uintptr_t addr, uint64_t size)
     begin_change();
     for (size_t k = n; k > i; k--)
         move(&s->r[k], &s->r[k - 1]);
-    put(&s->r[i], addr, addr + size);
+    put(&s->r[i], addr, addr + size, vt_state.seq);
     atomic_store_explicit(&s->n, n + 1, memory_order_relaxed);
     end_change();
     vt_unlock();
@@ -140,4 +143,20 @@ void vt_pinned_remove(uintptr_t addr)
         end_change();
     }
     vt_unlock();
+}
+
+vt_pinned_range *vt_pinned_freeze_locked(size_t *n)
+{
+    set *s = atomic_load_explicit(&current, memory_order_relaxed);
+    *n = s ? atomic_load_explicit(&s->n, memory_order_relaxed) : 0;
+    vt_pinned_range *v = *n ? malloc(*n * sizeof *v) : NULL;
+    if (!v) {
+        *n = 0;
+        return NULL;
+    }
+    for (size_t i = 0; i < *n; i++)
+        v[i] = (vt_pinned_range){atomic_load_explicit(&s->r[i].start, memory_order_relaxed),
+                                 atomic_load_explicit(&s->r[i].end, memory_order_relaxed),
+                                 atomic_load_explicit(&s->r[i].seq, memory_order_relaxed)};
+    return v;
 }

@@ -15,4 +15,12 @@ VT_HIDDEN void vt_pinned_remove(uintptr_t addr);
 /* 1 when addr lies inside a pinned range. */
 VT_HIDDEN int vt_pinned_has(uintptr_t addr);
 
+/* The ranges as they are, sorted, each with the event sequence number of the books when it was
+ * pinned, for the writer (state lock held; NULL with n 0 when there are none or no memory). */
+typedef struct {
+    uintptr_t start, end;
+    uint64_t seq;
+} vt_pinned_range;
+VT_HIDDEN vt_pinned_range *vt_pinned_freeze_locked(size_t *n);
+
 #endif

@@ -15,6 +15,7 @@
 #include "freeze.h"
 #include "history.h"
 #include "hostram.h"
+#include "offload.h"
 #include "identity.h"
 #include "json_out.h"
 #include "launcher.h"
@@ -522,6 +523,7 @@ static int write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen 
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
     vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time), &fz->workers);
     vt_copies_write(f, fz->copies, copy_site, &sm);
+    vt_offload_write(f, fz->pinned, fz->npinned, fz->identity);
     records o = {.sm = &sm};
     for (size_t i = 0; i < fz->nrecs; i++)
         put_rec(&o, &o.allocs, &fz->recs[i], fz->identity);

@@ -543,6 +543,26 @@ static int load_copies(vt_snapshot *s, vt_err *err)
     return 0;
 }
 
+static int load_offloaded(vt_snapshot *s, vt_err *err)
+{
+    static const char *const names[5] = {"parameters", "gradients", "optimizer_state",
+                                         "activations", "temporary"};
+    json_t *off, *bytes;
+    s->offloaded.present = false;
+    if (get_container(s->root, VT_K_HOST_OFFLOADED, JSON_OBJECT, NULLABLE, &off, err))
+        return fail_file(s, err);
+    if (!off)
+        return 0;
+    if (get_container(off, "pinned_bytes", JSON_OBJECT, REQUIRED, &bytes, err) ||
+        get_int(off, "ranges", 0, INT64_MAX, REQUIRED, &s->offloaded.ranges, err))
+        return fail_at(s, err, VT_K_HOST_OFFLOADED);
+    for (int c = 0; c < 5; c++)
+        if (get_int(bytes, names[c], 0, INT64_MAX, REQUIRED, &s->offloaded.pinned_bytes[c], err))
+            return fail_at(s, err, VT_K_HOST_OFFLOADED ".pinned_bytes");
+    s->offloaded.present = true;
+    return 0;
+}
+
 static int load_host_ram(vt_snapshot *s, vt_err *err)
 {
     s->ram.high_water = s->ram.sampled = s->ram.machine = s->ram.cgroup_limit = -1;
@@ -618,7 +638,7 @@ static int load_process(vt_snapshot *s, vt_err *err)
         (get_int(counters, "dropped", 0, INT64_MAX, NULLABLE, &s->dropped, err) ||
          get_int(counters, "unknown_frees", 0, INT64_MAX, NULLABLE, &s->unknown_frees, err)))
         return fail_at(s, err, "counters");
-    if (load_host_ram(s, err) || load_copies(s, err))
+    if (load_host_ram(s, err) || load_copies(s, err) || load_offloaded(s, err))
         return -1;
     s->host_peak_bytes = -1;
     if (host) {

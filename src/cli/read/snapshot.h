@@ -218,6 +218,12 @@ typedef struct {
         int64_t later_first, later_last;
         vt_copy_counts later;
     } copies;
+    /* labelled bytes in pinned host memory by category (parameters, gradients, optimizer state,
+     * activations, temporary: the snapshot's order); `present` false in files without them */
+    struct {
+        bool present;
+        int64_t pinned_bytes[5], ranges;
+    } offloaded;
     vt_device *devices;
     size_t ndevices;
     vt_alloc *allocs;

@@ -31,6 +31,8 @@ vt_copy_summary vt_copy_summarize(const vt_snapshot *s)
     vt_copy_summary m = {.present = s->copies.present, .step = -1};
     if (!m.present)
         return m;
+    for (int k = 0; k < VT_CP_KINDS; k++)
+        m.any |= s->copies.total.calls[k] > 0;
     /* A typical step: the median of the completed steps by bytes uploaded (a step without copies
      * counts as one that uploaded nothing), so that loading the model in step 0 does not stand
      * for the loop. Without a completed step, the whole run. */
@@ -67,7 +69,7 @@ void vt_print_copies(FILE *out, const vt_snapshot *s)
 {
     vt_copy_summary m = vt_copy_summarize(s);
     const vt_copy_counts *t = &s->copies.total;
-    if (!m.present || !(up(t) || down(t) || t->calls[VT_CP_D2D] || t->calls[VT_CP_H2H]))
+    if (!m.any)
         return;
     char a[32], b[32], c[32];
     fprintf(out,

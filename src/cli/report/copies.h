@@ -12,7 +12,7 @@
  * completed ones by bytes uploaded; -1 and the whole run when none completed) and the advice
  * it calls for. */
 typedef struct {
-    bool present;
+    bool present, any; /* any: the run made a copy */
     int64_t step, steps;
     vt_copy_counts typical;
     int64_t up, up_pageable;

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "copies.h"
+#include "offload.h"
 #include "record.h"
 #include "theory.h"
 #include "report.h"
@@ -395,6 +396,7 @@ static void print_run(FILE *out, const vt_snapshot *s, const vt_gaps *g)
     fputc('\n', out);
     print_host_ram(out, s);
     vt_print_copies(out, s);
+    vt_print_offloaded(out, s);
     if (s->host_peak_bytes >= 0)
         fprintf(out, "  pinned host memory peaked at %s (host RAM, not part of any device peak)\n",
                 vt_fmt_bytes(b, s->host_peak_bytes));

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "copies.h"
+#include "offload.h"
 #include "record.h"
 #include "theory.h"
 #include "report.h"
@@ -280,6 +281,7 @@ json_t *vt_report_json(vt_loaded *l)
     json_object_set_new(doc, "run_record", vt_run_record_json(s));
     json_object_set_new(doc, "host_ram", vt_host_ram_json(s));
     json_object_set_new(doc, "copies", vt_copies_json(s));
+    json_object_set_new(doc, "host_offloaded", vt_offloaded_json(s));
     json_object_set_new(doc, "import", vt_gaps_json(s));
     if (s->has_oom)
         json_object_set_new(doc, "oom", postmortem_json(l));
