@@ -1288,12 +1288,15 @@ static int by_id(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* hallocs[0..n) by id: a slot per id over their span when that takes at most 16 bytes an
+/* hallocs[0..n) by id: a slot per id over their span when that takes at most 48 bytes an
  * allocation (a million of them are indexed in milliseconds, where sorting pointers to them
- * took most of a report), else sorted for bsearch. */
+ * took most of a report), else sorted for bsearch. Events name ids in about the order they
+ * were born, so their sizes are read from the slots in order too, not from allocations all
+ * over memory. */
 typedef struct {
     int64_t lo;
     uint32_t *slot; /* id - lo -> index in hallocs, UINT32_MAX for none */
+    int64_t *size;  /* id - lo -> its size */
     size_t span;
 } id_index;
 
@@ -1309,16 +1312,22 @@ static int index_ids(vt_snapshot *s, size_t n, id_index *x, vt_err *err)
     if (n && (uint64_t)(hi - lo) < 4 * (uint64_t)n) {
         x->span = (size_t)(hi - lo) + 1;
         x->slot = malloc(x->span * sizeof *x->slot);
+        x->size = malloc(x->span * sizeof *x->size);
     }
-    if (x->slot) {
+    if (x->slot && x->size) {
         memset(x->slot, 0xff, x->span * sizeof *x->slot);
         for (size_t i = 0; i < n; i++) {
             uint32_t *sl = &x->slot[s->hallocs[i]->id - lo];
             if (*sl != UINT32_MAX && (twice < 0 || s->hallocs[i]->id < twice))
                 twice = s->hallocs[i]->id;
             *sl = (uint32_t)i;
+            x->size[s->hallocs[i]->id - lo] = s->hallocs[i]->size;
         }
     } else {
+        free(x->slot);
+        free(x->size);
+        x->slot = NULL;
+        x->size = NULL;
         qsort(s->hallocs, n, sizeof *s->hallocs, by_id);
         for (size_t i = 1; i < n && twice < 0; i++)
             if (s->hallocs[i]->id == s->hallocs[i - 1]->id)
@@ -1330,17 +1339,20 @@ static int index_ids(vt_snapshot *s, size_t n, id_index *x, vt_err *err)
     return -1;
 }
 
-/* The index in hallocs of allocation id, or -1. */
-static int64_t find_id(const vt_snapshot *s, const id_index *x, int64_t id)
+/* The index in hallocs of allocation id and its size, or -1. */
+static int64_t find_id(const vt_snapshot *s, const id_index *x, int64_t id, int64_t *size)
 {
     if (x->slot) {
         if (id < x->lo || (uint64_t)(id - x->lo) >= x->span || x->slot[id - x->lo] == UINT32_MAX)
             return -1;
+        *size = x->size[id - x->lo];
         return x->slot[id - x->lo];
     }
     vt_alloc key = {.id = id};
     const vt_alloc *kp = &key;
     const vt_alloc **hit = bsearch(&kp, s->hallocs, s->nhallocs, sizeof *s->hallocs, by_id);
+    if (hit)
+        *size = (*hit)->size;
     return hit ? hit - s->hallocs : -1;
 }
 
@@ -1361,11 +1373,12 @@ static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
     id_index x;
     if (index_ids(s, n, &x, err)) {
         free(x.slot);
+        free(x.size);
         return -1;
     }
     s->nhallocs = n;
     for (size_t i = 0; i < s->nhevents; i++) {
-        int64_t hit = find_id(s, &x, ids[i]);
+        int64_t size, hit = find_id(s, &x, ids[i], &size);
         int64_t b = s->hevents[i].bytes;
         /* A history that does not match the allocations (a file someone cut down) is set
          * aside, not trusted: nothing else depends on it. */
@@ -1374,10 +1387,10 @@ static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
                      "history_events[%zu] names allocation %lld, which is in neither allocations "
                      "nor history_allocations",
                      i, (long long)ids[i]);
-        else if ((b < 0 ? -b : b) != s->hallocs[hit]->size)
+        else if ((b < 0 ? -b : b) != size)
             snprintf(s->history_unused, sizeof s->history_unused,
                      "history_events[%zu] has %lld bytes, but allocation %lld has %lld", i,
-                     (long long)b, (long long)ids[i], (long long)s->hallocs[hit]->size);
+                     (long long)b, (long long)ids[i], (long long)size);
         if (s->history_unused[0]) {
             s->nwindows = 0;
             break;
@@ -1385,6 +1398,7 @@ static int resolve_hevents(vt_snapshot *s, const int64_t *ids, vt_err *err)
         s->hevents[i].alloc = (uint32_t)hit;
     }
     free(x.slot);
+    free(x.size);
     return 0;
 }
 
