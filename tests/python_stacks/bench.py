@@ -1,5 +1,7 @@
 """What keeping Python frames costs: a call-heavy Python loop, and cudaMalloc/cudaFree pairs
-through ctypes, without vramtap, with vramtap but VRAMTAP_PYTHON_STACKS=0, and with Python frames.
+through ctypes, without vramtap, with vramtap but VRAMTAP_PYTHON_STACKS=0, with Python frames read
+from the interpreter (the default) and with the shadow stack that follows every call
+(VRAMTAP_PYTHON_STACKS=2, the fallback).
 
 usage: bench.py [PYTHON...]        (VT_LIB, VT_PRELOAD and VT_STANDIN_DIR in the environment;
                                     meson test --benchmark --suite pystack sets them)
@@ -16,7 +18,7 @@ import tempfile
 
 WORKLOAD = r"""
 import ctypes, os, sys, time
-if sys.argv[1] == "frames" and ctypes.PyDLL(None).vramtap_python_install() <= 0:
+if sys.argv[1] in ("frames", "follow") and ctypes.PyDLL(None).vramtap_python_install() <= 0:
     raise SystemExit("Python frames could not be installed")
 cudart = ctypes.CDLL(os.path.join(os.environ["VT_STANDIN_DIR"], "libcudart.so.13"))
 
@@ -66,7 +68,7 @@ print(best(loop, N) / (N * 4) * 1e9, best(implicit, N) / (N * 2) * 1e9, best(pai
 """
 
 CONFIGS = (("without vramtap", None), ("vramtap, Python frames off", "off"),
-           ("vramtap, Python frames on", "frames"))
+           ("vramtap, frames read", "frames"), ("vramtap, following calls", "follow"))
 
 
 def run(python, config):
@@ -76,7 +78,7 @@ def run(python, config):
     if config:
         env["LD_PRELOAD"] = os.environ["VT_PRELOAD"]
         env["VRAMTAP_OUT"] = out
-        env["VRAMTAP_PYTHON_STACKS"] = "1" if config == "frames" else "0"
+        env["VRAMTAP_PYTHON_STACKS"] = {"frames": "1", "follow": "2"}.get(config, "0")
     try:
         p = subprocess.run([python, "-c", WORKLOAD, config or "none"], env=env,
                            capture_output=True, text=True, timeout=600)

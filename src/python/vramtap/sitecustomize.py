@@ -111,10 +111,11 @@ def _run_shadowed():
 # then asks the library itself.
 if "vramtap" in os.environ.get("LD_PRELOAD", ""):
     _env_at_start = dict(os.environ)
-    # Python frames cost every Python call of the process. Children of a Python process that
-    # vramtap already follows (torch.compile's compile workers, spawned data-loader workers,
-    # torchrun's workers) start them only once they put a tensor on the GPU: a compile worker
-    # never does, and runs at full speed.
+    # Python frames followed call by call (where they cannot be read from the interpreter) cost
+    # every Python call of the process. Children of a Python process that vramtap already
+    # follows (torch.compile's compile workers, spawned data-loader workers, torchrun's workers)
+    # start them only once they put a tensor on the GPU: a compile worker never does, and runs
+    # at full speed.
     _frames_deferred = os.environ.get("VRAMTAP_PY_PARENT") not in (None, str(os.getpid()))
     if not _frames_deferred:
         os.environ["VRAMTAP_PY_PARENT"] = str(os.getpid())
