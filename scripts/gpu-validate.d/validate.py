@@ -35,10 +35,10 @@ WORKLOAD = os.path.join(HERE, "workload.py")
 ROUTES_C = os.path.join(HERE, "routes.c")
 MiB = 1 << 20
 
-SECTIONS = ["versions", "cuda", "tensor", "native", "tools", "oom"]
+SECTIONS = ["versions", "cuda", "tensor", "native", "tools", "oom", "attach"]
 # Run order: the comparisons with PyTorch's tools last, so that a run short of time loses them
 # rather than the checks.
-RUN_ORDER = ["cuda", "tensor", "native", "oom", "tools"]
+RUN_ORDER = ["cuda", "tensor", "native", "oom", "attach", "tools"]
 SECTION_TITLES = {
     "versions": "1. Machine and versions",
     "cuda": "2. CUDA C: every route, dynamic and static runtime",
@@ -46,6 +46,7 @@ SECTION_TITLES = {
     "native": "4. PyTorch, native allocator (reserved memory)",
     "tools": "5. Against PyTorch's own tools",
     "oom": "6. Out of memory",
+    "attach": "7. Attached through CUPTI, and the coverage check",
 }
 
 
@@ -168,6 +169,7 @@ class Runner:
 def clean_env(extra=None):
     """The environment without anything that would change what vramtap or PyTorch do."""
     drop = ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NVTX_INJECTION64_PATH",
+            "CUDA_INJECTION64_PATH",
             "XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_GPU_ALLOCATOR",
             "CUDA_LAUNCH_BLOCKING")
     env = {k: v for k, v in os.environ.items()
@@ -535,9 +537,7 @@ def section_cuda(ctx):
         out = os.path.join(ctx.runner.work, "cuda-" + variant)
         os.makedirs(out, exist_ok=True)
         acct_path = os.path.join(out, "account.json")
-        env = clean_env({"VRAMTAP_OUT": out, "LD_PRELOAD": ctx.build["lib"]})
-        if ctx.dry:
-            env["LD_LIBRARY_PATH"] = ctx.build["standin"]
+        env = routes_env(ctx, out, {"LD_PRELOAD": ctx.build["lib"]})
         r = ctx.runner.run("routes-" + variant, [exe, acct_path], env=env, timeout=120)
         acct = load_json(acct_path)
         ctx.raw.setdefault("cuda", {})[variant] = {"run": r, "account": acct}
@@ -556,8 +556,20 @@ def section_cuda(ctx):
         compare_routes(ctx, label, variant, acct, snap)
 
 
-def compare_routes(ctx, label, variant, acct, snap):
-    sec = "cuda"
+def routes_env(ctx, out, extra):
+    """The routes program's environment: over the stand-in in a dry run, where vramtap must take
+    the stand-in's CUPTI too, never a real one."""
+    env = clean_env(dict(extra, VRAMTAP_OUT=out))
+    if ctx.dry:
+        env["LD_LIBRARY_PATH"] = ctx.build["standin"]
+        env["VRAMTAP_CUPTI"] = os.path.join(ctx.build["standin"], "libcupti.so.13")
+    return env
+
+
+def compare_routes(ctx, label, variant, acct, snap, sec="cuda"):
+    """Attached through CUPTI (sec "attach"), CUPTI reports the runtime's calls as called, a
+    static runtime's too."""
+    attached = sec == "attach"
     dev = next((d for d in snap.get("devices", []) if d["device"] == 0), {})
     ctx.checks.add(sec, "%s: peak bytes" % label, fmt_bytes(acct["peak_bytes"]),
                    fmt_bytes(dev.get("peak_bytes")), ok=acct["peak_bytes"] == dev.get("peak_bytes"))
@@ -577,15 +589,15 @@ def compare_routes(ctx, label, variant, acct, snap):
     api_ok = True
     for a in acct["allocations"]:
         s = by_addr.get((addr_int(a["address"]), a["size"])) if a["at_peak"] else None
-        want_api = a["api"] if variant == "dynamic" else a["api_static"]
+        want_api = a["api"] if variant == "dynamic" or attached else a["api_static"]
         seen = s["api"] if s else ("(not at the peak)" if not a["at_peak"] else "MISSING")
-        if a["at_peak"] and variant == "dynamic" and seen != want_api:
+        if a["at_peak"] and (variant == "dynamic" or attached) and seen != want_api:
             api_ok = False
         rows.append([a["route"], fmt_bytes(a["size"]), a["kind"], "yes" if a["at_peak"] else "no",
                      want_api, seen, fmt_bytes(a["dfree"]),
                      fmt_bytes(a["dfree"] - a["size"]) if a["kind"] in ("device", "vmm") else ""])
-    ctx.raw["cuda"][variant]["table"] = rows
-    if variant == "dynamic":
+    ctx.raw[sec][variant]["table"] = rows
+    if variant == "dynamic" or attached:
         ctx.checks.add(sec, "%s: API name recorded for each route" % label, "as called",
                        "as called" if api_ok else "differs", ok=api_ok)
     else:
@@ -643,12 +655,13 @@ def vramtap_env(ctx, extra=None):
     env.update(ctx.vramtap_extra_env)
     if ctx.dry:
         env["LD_LIBRARY_PATH"] = ctx.build["standin"]
+        env["VRAMTAP_CUPTI"] = os.path.join(ctx.build["standin"], "libcupti.so.13")
     env.update(extra or {})
     return env
 
 
 def run_workload(ctx, name, case, extra=(), under_vramtap=True, mode=None, env_extra=None,
-                 mirror_mode="pool", timeout=None):
+                 mirror_mode="pool", timeout=None, run_extra=()):
     """Returns (result dict or None, snapshot dict or None, snapshot path, post-mortem paths,
     run info)."""
     out = os.path.join(ctx.runner.work, name)
@@ -656,7 +669,7 @@ def run_workload(ctx, name, case, extra=(), under_vramtap=True, mode=None, env_e
     res_path = os.path.join(out, "result.json")
     cmd = workload_cmd(ctx, case, res_path, extra, mirror_mode)
     if under_vramtap:
-        run_args = ["--out", out] + (["--mode", mode] if mode else [])
+        run_args = ["--out", out] + (["--mode", mode] if mode else []) + list(run_extra)
         cmd = [ctx.build["cli"], "run"] + run_args + ["--"] + cmd
         env = vramtap_env(ctx, env_extra)
     else:
@@ -1023,6 +1036,75 @@ def summarize_others(snap, allocs):
         e["count"] += 1
         e["bytes"] += a["size"]
     return sorted(by.values(), key=lambda e: -e["bytes"])[:12]
+
+
+def section_attach(ctx):
+    """The routes program and the PyTorch workload attached through CUPTI (no LD_PRELOAD), held
+    to the same accounts; and both preloaded with the coverage check, which must find nothing
+    missed."""
+    sec = "attach"
+    for variant in ("dynamic", "static"):
+        label = "%s runtime" % variant
+        if ctx.dry and variant == "static":
+            ctx.checks.skip(sec, "%s: attached and coverage" % label,
+                            "skipped (dry run): NVIDIA's static runtime needs a real driver")
+            continue
+        exe, why = compile_routes(ctx, variant)
+        if not exe:
+            ctx.checks.skip(sec, "%s: attached and coverage" % label, "the program did not build: "
+                            + (why or ""))
+            continue
+        for how, extra in (("coverage", {"LD_PRELOAD": ctx.build["lib"], "VRAMTAP_COVERAGE": "1"}),
+                           ("attached", {"CUDA_INJECTION64_PATH": ctx.build["lib"]})):
+            out = os.path.join(ctx.runner.work, "attach-%s-%s" % (how, variant))
+            os.makedirs(out, exist_ok=True)
+            acct_path = os.path.join(out, "account.json")
+            r = ctx.runner.run("routes-%s-%s" % (how, variant), [exe, acct_path],
+                               env=routes_env(ctx, out, extra), timeout=120)
+            acct = load_json(acct_path)
+            snaps, _ = find_snapshots(out)
+            name = "%s, %s" % (how, label)
+            ok = r["rc"] == 0 and acct is not None and not acct.get("errors") and len(snaps) == 1
+            if not ctx.checks.add(sec, "%s: ran, one snapshot" % name, True, ok,
+                                  note="" if ok else r["tail"][-400:])["status"] == "pass":
+                continue
+            snap = load_snapshot(ctx, snaps[0])
+            if how == "coverage":
+                coverage_checks(ctx, sec, name, snap)
+                continue
+            ctx.checks.add(sec, "%s: recorded through CUPTI" % name, "cupti", snap.get("attach"))
+            ctx.raw.setdefault(sec, {})[variant] = {"run": r}
+            compare_routes(ctx, name, variant, acct, snap, sec=sec)
+    extra = ["--precision", "fp32"]
+    got = run_workload(ctx, "attach-fp32", "train", extra, run_extra=["--attach", "cupti"])
+    check_training_run(ctx, sec, "attached, fp32", "attach-fp32", got, native=False)
+    snap = got[1]
+    if snap:
+        ctx.checks.add(sec, "attached, fp32: recorded through CUPTI", "cupti", snap.get("attach"))
+    res, snap, _, _, info = run_workload(ctx, "coverage-fp32", "train", extra,
+                                         env_extra={"VRAMTAP_COVERAGE": "1"})
+    why = run_failed(res, info, True, snap)
+    if ctx.checks.add(sec, "coverage, PyTorch fp32: run completed with a snapshot", True,
+                      why is None, note=why or "")["status"] == "pass":
+        coverage_checks(ctx, sec, "coverage, PyTorch fp32", snap)
+
+
+def coverage_checks(ctx, sec, label, snap):
+    cov = snap.get("coverage")
+    if not ctx.checks.add(sec, "%s: coverage counted by CUPTI" % label, True, cov is not None,
+                          note="" if cov else "no coverage in the snapshot: see the run's log "
+                          "(CUPTI not found, or refused)")["status"] == "pass":
+        return
+    ctx.raw.setdefault("coverage", {})[label] = cov
+    missed = cov["missed"]
+    ctx.checks.add(sec, "%s: allocations interposition missed" % label, 0, missed["allocations"],
+                   note=", ".join("%s %d (%s)" % (api, v["allocations"], fmt_bytes(v["bytes"]))
+                                  for api, v in missed["by_api"].items()))
+    ctx.checks.add(sec, "%s: allocations seen by CUPTI and recorded by interposition" % label,
+                   cov["cupti"]["allocations"], cov["interposition"]["allocations"])
+    ctx.checks.add(sec, "%s: their bytes" % label, fmt_bytes(cov["cupti"]["bytes"]),
+                   fmt_bytes(cov["interposition"]["bytes"]),
+                   ok=cov["cupti"]["bytes"] == cov["interposition"]["bytes"])
 
 
 def section_native(ctx):
@@ -1405,6 +1487,13 @@ def render_report(ctx, final):
                      "classifier gives them (a report on just that group of allocations). "
                      "Gradients are kept between steps (`zero_grad(set_to_none=False)`), so all "
                      "of them are live at the peak.\n")
+        if sec == "attach":
+            L.append("The same programs with vramtap loaded by the CUDA driver as its CUPTI "
+                     "injection library (`vramtap run --attach cupti`, no LD_PRELOAD), held to the "
+                     "same accounts, API names included. And both "
+                     "preloaded with the coverage check (`VRAMTAP_COVERAGE=1`): CUPTI counts "
+                     "every allocation call of the runtime and the driver, and none may be "
+                     "missing from what interposition recorded.\n")
         if sec == "native":
             L.append("PyTorch's caching allocator, segments not tensors: vramtap's peak must be "
                      "PyTorch's reserved peak, once allocations outside PyTorch's segments "
@@ -1414,14 +1503,24 @@ def render_report(ctx, final):
             L.append(table(["check", "kind", "status", "expected", "got", "note"],
                            [[x["name"], x["kind"], x["status"], x["expected"], x["got"],
                              x["note"]] for x in items]))
-        if sec == "cuda":
-            for variant, d in (ctx.raw.get("cuda") or {}).items():
+        if sec == "attach":
+            rows = [[label, c["cupti"]["allocations"], fmt_bytes(c["cupti"]["bytes"]),
+                     c["interposition"]["allocations"], fmt_bytes(c["interposition"]["bytes"]),
+                     c["missed"]["allocations"], ", ".join(c["missed"]["by_api"]) or "none",
+                     c.get("libcupti")] for label, c in (ctx.raw.get("coverage") or {}).items()]
+            if rows:
+                L.append("\nCoverage: allocations the driver made, as CUPTI counted them, beside "
+                         "those vramtap's preloaded functions recorded:\n")
+                L.append(table(["run", "CUPTI", "bytes", "interposition", "bytes", "missed",
+                                "missed through", "CUPTI library"], rows))
+        if sec in ("cuda", "attach"):
+            for variant, d in (ctx.raw.get(sec) or {}).items():
                 if d.get("table"):
                     L.append("\n%s runtime, allocation by allocation (Δfree: how "
                              "cudaMemGetInfo's free memory moved across the call):\n" % variant)
                     L.append(table(["route", "size", "kind", "live at peak", "API expected",
                                     "API recorded", "Δfree", "Δfree − size"], d["table"]))
-        if sec in ("tensor", "native"):
+        if sec in ("tensor", "native", "attach"):
             for name, d in (ctx.raw.get("runs") or {}).items():
                 if not name.startswith(sec) or not d.get("report"):
                     continue
@@ -1567,7 +1666,7 @@ def main():
         return 2
     only = set(args.only.split(",")) if args.only else set(SECTIONS)
     fns = {"cuda": section_cuda, "tensor": section_tensor, "native": section_native,
-           "tools": section_tools, "oom": section_oom}
+           "tools": section_tools, "oom": section_oom, "attach": section_attach}
     for sec in RUN_ORDER:
         if sec not in only:
             ctx.checks.skip(sec, "section", "not asked for (--only)", kind="info")

@@ -1,7 +1,8 @@
-/* vramtap run: start a command with libvramtap.so preloaded. The library's constructor does the
- * rest (tensor mode, NVTX injection, the Python bootstrap), so this prepares the environment
- * and runs the command as its child (supervise.c), passing on its exit status and the signals
- * it is sent, and saying how it died when a signal ended it. */
+/* vramtap run: start a command with libvramtap.so preloaded, or with the CUDA driver told to load
+ * it as its CUPTI injection library (--attach cupti). The library's constructor does the rest
+ * (tensor mode, NVTX injection, the Python bootstrap), so this prepares the environment and runs
+ * the command as its child (supervise.c), passing on its exit status and the signals it is sent,
+ * and saying how it died when a signal ended it. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -17,7 +18,8 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vramtap run [--mode tensor|native] [--out DIR] [--] COMMAND [ARGS...]\n"
+            "usage: vramtap run [--mode tensor|native] [--attach preload|cupti] [--out DIR] [--]\n"
+            "                   COMMAND [ARGS...]\n"
             "\n"
             "Runs COMMAND with libvramtap.so preloaded; each process that touches CUDA memory\n"
             "writes vramtap.<prog>.<host>[.r<rank>].<pid>.json, never over a file it did not\n"
@@ -29,10 +31,14 @@ static void usage(FILE *out)
             "  --mode tensor   make frameworks allocate per tensor, even over your own\n"
             "                  PYTORCH_CUDA_ALLOC_CONF (default: tensor unless you set it)\n"
             "  --mode native   keep each framework's own allocator (segments)\n"
+            "  --attach cupti  no LD_PRELOAD: the CUDA driver loads vramtap at cuInit and CUPTI\n"
+            "                  reports every allocation, whatever route reached the driver\n"
+            "                  (static runtimes, launchers that drop LD_PRELOAD); needs CUPTI\n"
+            "                  (libcupti.so; VRAMTAP_CUPTI names it). Default: preload\n"
             "  --out DIR       where the snapshots go (default: the working directory)\n"
             "\n"
             "VRAMTAP_LIB names the library to preload (default: the one built or installed\n"
-            "with this command). See docs/modes.md and docs/python.md.\n");
+            "with this command). See docs/modes.md, docs/attach.md and docs/python.md.\n");
 }
 
 static int readable(const char *path)
@@ -111,7 +117,7 @@ static const char *option(int argc, char **argv, int *i, const char *name, int *
 
 int vt_cmd_run(int argc, char **argv)
 {
-    const char *mode = NULL, *out = NULL;
+    const char *mode = NULL, *out = NULL, *attach = "preload";
     int i = 1;
     for (; i < argc; i++) {
         int missing = 0;
@@ -124,6 +130,8 @@ int vt_cmd_run(int argc, char **argv)
             return 0;
         } else if ((v = option(argc, argv, &i, "--mode", &missing))) {
             mode = v;
+        } else if ((v = option(argc, argv, &i, "--attach", &missing))) {
+            attach = v;
         } else if ((v = option(argc, argv, &i, "--out", &missing))) {
             out = v;
         } else if (missing) {
@@ -139,11 +147,17 @@ int vt_cmd_run(int argc, char **argv)
     }
     if (i >= argc) {
         fprintf(stderr, "vramtap run: no command given (usage: vramtap run [--mode "
-                        "tensor|native] [--out DIR] [--] COMMAND [ARGS...])\n");
+                        "tensor|native] [--attach preload|cupti] [--out DIR] [--] COMMAND "
+                        "[ARGS...])\n");
         return 2;
     }
     if (mode && strcmp(mode, "tensor") && strcmp(mode, "native")) {
         fprintf(stderr, "vramtap run: --mode %s: expected 'tensor' or 'native'\n", mode);
+        return 2;
+    }
+    int cupti = !strcmp(attach, "cupti");
+    if (!cupti && strcmp(attach, "preload")) {
+        fprintf(stderr, "vramtap run: --attach %s: expected 'preload' or 'cupti'\n", attach);
         return 2;
     }
 
@@ -157,9 +171,25 @@ int vt_cmd_run(int argc, char **argv)
     /* the library says once what it changed */
     if (setenv("VRAMTAP_ANNOUNCE", "1", 1) != 0)
         goto env_failed;
-    /* The dynamic loader splits LD_PRELOAD at spaces and colons. */
-    if (env_prepend("LD_PRELOAD", lib, ": ") != 0)
+    if (cupti) {
+        /* The driver loads one injection library; another tool's (Nsight's) comes first. */
+        const char *other = getenv("CUDA_INJECTION64_PATH");
+        if (other && *other && strcmp(other, lib)) {
+            fprintf(stderr,
+                    "vramtap run: --attach cupti: CUDA_INJECTION64_PATH is already set (%s); the "
+                    "driver loads only one injection library\n",
+                    other);
+            return 2;
+        }
+        /* NVTX ranges start phases from the program's first call, which may come before
+         * cuInit has loaded the library. */
+        if (setenv("CUDA_INJECTION64_PATH", lib, 1) != 0 ||
+            setenv("NVTX_INJECTION64_PATH", lib, 0) != 0)
+            goto env_failed;
+    } else if (env_prepend("LD_PRELOAD", lib, ": ") != 0) {
+        /* (the dynamic loader splits LD_PRELOAD at spaces and colons) */
         goto env_failed;
+    }
     char pydir[PATH_MAX];
     if (bootstrap_dir(pydir, sizeof pydir) && env_prepend("PYTHONPATH", pydir, ":") != 0)
         goto env_failed;

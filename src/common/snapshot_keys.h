@@ -23,6 +23,8 @@
 #define VT_K_RANK "rank"
 #define VT_K_LAUNCHER "launcher"
 #define VT_K_VISIBLE_DEVICES "visible_devices"
+#define VT_K_ATTACH "attach" /* "preload" or "cupti" */
+#define VT_K_COVERAGE "coverage"
 #define VT_K_ENV "env"
 #define VT_K_ENV_SET "env_set"
 #define VT_K_MODES "modes"

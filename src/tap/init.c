@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "copies.h"
 #include "history.h"
 #include "locks.h"
@@ -333,6 +334,30 @@ static int preloaded(void)
     return 0;
 }
 
+/* Whether variable `name` names this library (CUDA_INJECTION64_PATH: attached through CUPTI,
+ * either by `vramtap run --attach cupti` or by hand). */
+static int names_self(const char *name)
+{
+    const char *v = getenv(name);
+    char real[PATH_MAX];
+    return v && *v && vt_cfg.self_path[0] && realpath(v, real) && !strcmp(real, vt_cfg.self_path);
+}
+
+/* The coverage check: the driver loads this library again as its injection library at cuInit
+ * (the same copy: InitializeInjection finds it preloaded and only counts). */
+static void coverage(void)
+{
+    const char *other = getenv("CUDA_INJECTION64_PATH");
+    if (other && *other && !names_self("CUDA_INJECTION64_PATH")) {
+        vt_log("VRAMTAP_COVERAGE=1: CUDA_INJECTION64_PATH already names %s, so the coverage "
+               "check cannot run",
+               other);
+        return;
+    }
+    if (vt_cfg.self_path[0])
+        set_env("CUDA_INJECTION64_PATH", vt_cfg.self_path);
+}
+
 static void keep_modes(void)
 {
     static const char *const frameworks[] = {"pytorch", "jax", "tensorflow"};
@@ -424,6 +449,7 @@ static void fork_child(void)
 {
     vt_table_reset_after_fork();
     vt_history_reset_after_fork();
+    vt_coverage_reset_after_fork();
     vt_copies_reset_after_fork();
     vt_locks_after_fork_child();
 }
@@ -458,9 +484,12 @@ __attribute__((constructor)) static void vt_init(void)
     read_cmdline();
     self_path();
 
-    if (preloaded()) {
+    vt_cfg.preloaded = preloaded();
+    if (vt_cfg.preloaded || names_self("CUDA_INJECTION64_PATH")) {
         if (vt_cfg.self_path[0] && !getenv("NVTX_INJECTION64_PATH"))
             set_env("NVTX_INJECTION64_PATH", vt_cfg.self_path);
+        if (vt_cfg.preloaded && env_int("VRAMTAP_COVERAGE", 0, 0, 1))
+            coverage();
         choose_modes();
         if (vt_cfg.is_python)
             python_bootstrap();
@@ -481,4 +510,5 @@ __attribute__((destructor)) static void vt_fini(void)
         return;
     vt_snapshot_write_exit();
     vt_notice_exit();
+    vt_coverage_exit();
 }

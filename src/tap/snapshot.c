@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "command.h"
+#include "attach.h"
 #include "compact.h"
 #include "freeze.h"
 #include "history.h"
@@ -503,6 +504,7 @@ static int write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen 
     fprintf(f, VT_JSON_KEY(VT_K_START_UNIX) "%.6f, " VT_JSON_KEY(VT_K_END_TIME_S) "%.6f,\n",
             vt_start_unix(), secs(fz->end_time));
     vt_launcher_write_json(f);
+    vt_attach_write(f);
     write_env(f);
     fprintf(f, VT_JSON_KEY(VT_K_PHASE_MARKERS) "%s, " VT_JSON_KEY(VT_K_STEPS) "%u,\n",
             fz->markers ? "true" : "false", fz->step);

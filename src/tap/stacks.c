@@ -32,7 +32,16 @@ static vt_stack *by_frames;
 static vt_stack **by_id;
 static uint32_t nstacks, capstacks;
 static uint64_t dropped;
-static uintptr_t self_lo, self_hi; /* this library's text, whose frames are skipped */
+/* Code whose frames are skipped at the top of a stack: this library's text, and attached
+ * through CUPTI, the driver's, CUPTI's and the runtime's (a callback runs inside them: what
+ * the program called is below). */
+#define MAX_SKIPPED 16
+static struct {
+    uintptr_t lo, hi;
+} skipped[MAX_SKIPPED];
+static atomic_int nskipped; /* an entry is written before it is counted */
+/* Frames walked beyond the depth kept, for those skipped (more when attached). */
+static int margin = 16;
 
 #ifdef __SANITIZE_THREAD__
 /* libunwind frees its per-thread caches (unw_backtrace's trace cache among them) from a
@@ -59,6 +68,16 @@ static int backtrace_here(void **ips, int max)
 #define backtrace_here unw_backtrace
 #endif
 
+static void skip_range(uintptr_t lo, uintptr_t hi)
+{
+    int n = atomic_load(&nskipped);
+    if (n < MAX_SKIPPED) {
+        skipped[n].lo = lo;
+        skipped[n].hi = hi;
+        atomic_store(&nskipped, n + 1);
+    }
+}
+
 static int find_self(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
@@ -69,8 +88,7 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data)
             continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
         if (probe >= lo && probe < hi) {
-            self_lo = lo;
-            self_hi = hi;
+            skip_range(lo, hi);
             return 1;
         }
     }
@@ -81,6 +99,40 @@ void vt_stacks_init(void)
 {
     dl_iterate_phdr(find_self, (void *)(uintptr_t)&vt_stacks_init);
     unw_set_caching_policy(unw_local_addr_space, CACHE_POLICY);
+}
+
+static int find_cuda(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    static const char *const prefixes[] = {"libcupti.so", "libcuda.so", "libcudart.so"};
+    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    name = name ? name + 1 : info->dlpi_name;
+    for (size_t p = 0; name && p < sizeof prefixes / sizeof prefixes[0]; p++) {
+        if (strncmp(name, prefixes[p], strlen(prefixes[p])))
+            continue;
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+            if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+                skip_range(info->dlpi_addr + ph->p_vaddr,
+                           info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
+        }
+    }
+    return 0;
+}
+
+void vt_stacks_skip_cuda(void)
+{
+    margin = 64;
+    dl_iterate_phdr(find_cuda, NULL);
+}
+
+static int is_skipped(const void *ip)
+{
+    for (int i = 0, n = atomic_load_explicit(&nskipped, memory_order_acquire); i < n; i++)
+        if ((uintptr_t)ip >= skipped[i].lo && (uintptr_t)ip < skipped[i].hi)
+            return 1;
+    return 0;
 }
 
 static uint32_t find_locked(const uint64_t *frames, size_t keylen)
@@ -147,11 +199,11 @@ uint32_t vt_stack_here(void)
 {
     if (!vt_cfg.stacks)
         return VT_NO_SITE;
-    void *ips[VT_MAX_DEPTH + 16];
+    void *ips[VT_MAX_DEPTH + 64];
     uint64_t frames[VT_MAX_DEPTH * 2];
-    int n = backtrace_here(ips, vt_cfg.depth + 16);
+    int n = backtrace_here(ips, vt_cfg.depth + margin);
     int first = 0;
-    while (first < n && (uintptr_t)ips[first] >= self_lo && (uintptr_t)ips[first] < self_hi)
+    while (first < n && is_skipped(ips[first]))
         first++;
     int n_native = 0;
     for (int i = first; i < n && n_native < vt_cfg.depth; i++)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "attach.h"
 #include "identity.h"
 #include "locks.h"
 #include "mpath.h"
@@ -517,6 +518,7 @@ static void drop_stale(books_index *ix, uintptr_t key)
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
     prefetch_slot(addr);
+    vt_coverage_interposed(api, size);
     uint32_t site = vt_stack_here();
     int flags = 0, in_range = device_in_range(device);
     vt_history_prepare();
@@ -560,6 +562,7 @@ static int host_drop(uintptr_t addr)
 
 void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
 {
+    vt_coverage_interposed(api, size);
     uint32_t site = vt_stack_here();
     vt_books_prepare();
     vt_lock();
@@ -680,6 +683,7 @@ static void vmm_maybe_free(vmm_extra *e)
 
 void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
 {
+    vt_coverage_interposed(VT_API_cuMemCreate, size);
     uint32_t site = vt_stack_here();
     int in_range = device_in_range(device);
     vmm_extra *e = malloc(sizeof *e);

@@ -62,6 +62,7 @@ typedef struct {
     int history_steps;  /* VRAMTAP_HISTORY_STEPS: steps in the history's first window */
     int history_events; /* VRAMTAP_HISTORY_EVENTS: events the history keeps, 0 none */
     int is_python;      /* the program is a Python interpreter */
+    int preloaded;      /* loaded by LD_PRELOAD: the wrappers record, CUPTI only counts */
     char out_dir[4096]; /* VRAMTAP_OUT (default: working directory at start) */
     char prog[256];     /* short program name */
     char self_path[4096];

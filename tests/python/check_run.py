@@ -8,7 +8,8 @@ import os
 import subprocess
 import tempfile
 
-from vtpy import (BOOTSTRAP, CLI, LIB, PYTHON, check, clean_env, finish, sanitizer_preload, show)
+from vtpy import (BOOTSTRAP, CLI, LIB, PYTHON, check, clean_env, finish, sanitizer_preload, show,
+                  vramtap_run)
 
 
 def run(args, env=None, cwd=None):
@@ -27,6 +28,9 @@ for case, args, env in (
         ("bad mode", ["--mode", "fast", "--", "true"], None),
         ("mode without value", ["--mode"], None),
         ("unknown option", ["--fast", "true"], None),
+        ("bad attach", ["--attach", "ptrace", "--", "true"], None),
+        ("another injection library", ["--attach", "cupti", "--", "true"],
+         clean_env(CUDA_INJECTION64_PATH="/opt/nsight/libToolsInjection64.so")),
         ("missing command", ["--", "/nonexistent/command"], None),
         ("missing library", ["true"], clean_env(VRAMTAP_LIB="/nonexistent/libvramtap.so"))):
     p = done(run(args, env))
@@ -118,6 +122,29 @@ for case, args in (("run", ["--out", "snaps", "--mode", "native", "--"] + show_e
         check(out == os.path.join(os.path.realpath(cwd), "snaps") and os.path.isdir(out),
               case + ": VRAMTAP_OUT", out)
         check(mode == "native", case + ": VRAMTAP_MODE", mode)
+
+# --attach cupti: nothing of vramtap preloaded (the user's entries kept), the driver told to load
+# it (CUDA_INJECTION64_PATH), NVTX too, the bootstrap on PYTHONPATH.
+p = done(run(["--attach", "cupti", "--", "sh", "-c",
+              'printf "%s\\n" "$LD_PRELOAD" "$CUDA_INJECTION64_PATH" "$NVTX_INJECTION64_PATH" '
+              '"$PYTHONPATH"'], clean_env(LD_PRELOAD=user_preload, PYTHONPATH="/user/path")))
+lines = p.stdout.splitlines()
+check(p.returncode == 0 and lines == [user_preload, os.path.realpath(LIB), os.path.realpath(LIB),
+                                      BOOTSTRAP + ":/user/path"],
+      "--attach cupti: the environment", show(p))
+
+# A C program under --attach cupti: its snapshot says so and holds every allocation, the one
+# made through the runtime's own cudaMalloc under its name.
+tests_tap = os.path.join(os.environ["VT_BUILD"], "tests", "tap")
+p, snaps = vramtap_run([os.path.join(tests_tap, "tap_coverage"), "complete",
+                        os.path.join(tests_tap, "libplanted.so")], ["--attach", "cupti"],
+                       env=clean_env(LD_LIBRARY_PATH=standin))
+if check(p.returncode == 0 and len(snaps) == 1, "--attach cupti: one snapshot", show(p)):
+    check(snaps[0]["attach"] == "cupti" and sorted((a["size"], a["api"]) for a in
+                                                   snaps[0]["allocations"])
+          == [(700, "cudaMalloc"), (1000, "cudaMalloc"), (2000, "cuMemAlloc_v2")],
+          "--attach cupti: recorded through CUPTI",
+          [snaps[0]["attach"]] + snaps[0]["allocations"])
 
 p = done(run(["--", "sh", "-c", 'echo "$LD_PRELOAD"'], clean_env(VRAMTAP_LIB=LIB)))
 check(p.returncode == 0 and p.stdout.split(":")[0].strip() == os.path.realpath(LIB),

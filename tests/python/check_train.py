@@ -1,8 +1,10 @@
 """Runs train_workload.py VARIANT under `vramtap run` and holds the snapshot to what the workload
 says about each of its allocations: birth and death phase and step, shared phase instances, the
-Python frame in its stack, the timeline of phase instances, the step count.
+Python frame in its stack, the timeline of phase instances, the step count. With `attach`, the
+run is `vramtap run --attach cupti`: nothing preloaded, the driver loads vramtap at cuInit and
+CUPTI reports the allocations, and the same must hold.
 
-    check_train.py train|accum|infer|torch2
+    check_train.py train|accum|infer|torch2 [attach]
 """
 
 import json
@@ -14,6 +16,7 @@ from vtpy import (BOOTSTRAP, HERE, PYTHON, check, clean_env, finish, require_pyt
                   show, vramtap_run)
 
 variant = sys.argv[1]
+run_args = ["--attach", "cupti"] if sys.argv[2:] == ["attach"] else []
 require_python_under_sanitizer()
 expect_path = os.path.join(tempfile.mkdtemp(prefix="vt-py-"), "expect.json")
 command = [PYTHON, os.path.join(HERE, "train_workload.py"), variant, expect_path]
@@ -26,12 +29,14 @@ if variant == "torch2":
     torch_parent = os.path.dirname(os.path.dirname(importlib.util.find_spec("torch").origin))
     command.insert(1, "-S")
     env = clean_env(PYTHONPATH=BOOTSTRAP + ":" + torch_parent)
-p, snaps = vramtap_run(command, env=env)
+p, snaps = vramtap_run(command, run_args, env=env)
 if not check(p.returncode == 0 and len(snaps) == 1, "workload ran and wrote one snapshot",
              "%d snapshots, %s" % (len(snaps), show(p))):
     finish()
 check("hook" not in p.stderr, "no warning about the hooks", p.stderr)
 snap = snaps[0]
+check(snap.get("attach") == ("cupti" if run_args else "preload"), "attach",
+      snap.get("attach"))
 with open(expect_path) as f:
     expect = json.load(f)
 

@@ -71,8 +71,11 @@ def emulate_torch2_optimizer_hooks():
 
 
 if VARIANT == "torch2":
-    # What the bootstrap would have done at start and after `import torch`.
-    ctypes.PyDLL(None).vramtap_python_install()
+    # What the bootstrap would have done at start and after `import torch` (attached through
+    # CUPTI, vramtap_lib loads the library CUDA_INJECTION64_PATH names, as the bootstrap does).
+    import vramtap_lib
+
+    vramtap_lib.library(ctypes.PyDLL).vramtap_python_install()
     emulate_torch2_optimizer_hooks()
     import vramtap_torch
 

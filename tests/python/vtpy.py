@@ -54,11 +54,13 @@ def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("VRAMTAP_") and k not in (
                "LD_PRELOAD", "PYTHONPATH", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
-               "NVTX_INJECTION64_PATH", "XLA_PYTHON_CLIENT_ALLOCATOR",
+               "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH", "XLA_PYTHON_CLIENT_ALLOCATOR",
                "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_GPU_ALLOCATOR")}
     # Importing the bootstrap must not leave __pycache__ in the source tree, which is installed.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["VRAMTAP_QUIET"] = "1"
+    # Attached through CUPTI, vramtap must find the stand-in's CUPTI, never the toolkit's.
+    env["VRAMTAP_CUPTI"] = os.path.join(os.environ["VT_STANDIN_DIR"], "libcupti.so.13")
     # In a sanitized build libvramtap.so needs the ASan runtime loaded first.
     if sanitizer_preload():
         env["LD_PRELOAD"] = sanitizer_preload()

@@ -149,12 +149,16 @@ static int device_count(void)
     return books()->ndev;
 }
 
-/* Other entry points work without cuInit, so simple test programs need not call it. */
+/* Other entry points work without cuInit, so simple test programs need not call it. Tools
+ * named by CUDA_INJECTION64_PATH are loaded here, as by NVIDIA's driver. */
 CUresult cuInit(unsigned int flags)
 {
     if (flags)
         return CUDA_ERROR_INVALID_VALUE;
-    return device_count() ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+    if (!device_count())
+        return CUDA_ERROR_NO_DEVICE;
+    trace_inject();
+    return CUDA_SUCCESS;
 }
 
 CUresult cuDriverGetVersion(int *version)

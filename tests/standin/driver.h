@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <uthash.h>
 
+#include "trace.h"
+
 #define HIDDEN __attribute__((visibility("hidden")))
 
 enum {

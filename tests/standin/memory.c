@@ -94,15 +94,15 @@ static CUresult free_block(struct books *b, uintptr_t addr)
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+CUresult untraced_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!dptr || !bytesize)
         return CUDA_ERROR_INVALID_VALUE;
     return alloc_counted(BLOCK_DEVICE, bytesize, dptr);
 }
 
-CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                            unsigned int ElementSizeBytes)
+CUresult untraced_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                     size_t Height, unsigned int ElementSizeBytes)
 {
     if (!dptr || !pPitch || !WidthInBytes || !Height ||
         (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
@@ -119,14 +119,14 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     return r;
 }
 
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+CUresult untraced_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
         return CUDA_ERROR_INVALID_VALUE;
     return alloc_counted(BLOCK_MANAGED, bytesize, dptr);
 }
 
-CUresult cuMemFree_v2(CUdeviceptr dptr)
+CUresult untraced_cuMemFree_v2(CUdeviceptr dptr)
 {
     struct books *b = lock_books();
     CUresult r = free_block(b, dptr);
@@ -257,24 +257,24 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     return r;
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+CUresult untraced_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     return alloc_async(dptr, bytesize, NULL, hStream);
 }
 
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+CUresult untraced_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     return alloc_async(dptr, bytesize, NULL, hStream);
 }
 
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                 CUstream hStream)
+CUresult untraced_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                          CUstream hStream)
 {
     return pool ? alloc_async(dptr, bytesize, pool, hStream) : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                      CUstream hStream)
+CUresult untraced_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                               CUmemoryPool pool, CUstream hStream)
 {
     return pool ? alloc_async(dptr, bytesize, pool, hStream) : CUDA_ERROR_INVALID_VALUE;
 }
@@ -291,12 +291,12 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream)
     return r;
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+CUresult untraced_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     return free_async(dptr, hStream);
 }
 
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+CUresult untraced_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     return free_async(dptr, hStream);
 }
@@ -320,7 +320,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 
 /* As on the real driver, a pool destroyed with allocations outstanding lives on until the last
  * of them is freed. */
-CUresult cuMemPoolDestroy(CUmemoryPool pool)
+CUresult untraced_cuMemPoolDestroy(CUmemoryPool pool)
 {
     struct books *b = lock_books();
     struct CUmemPoolHandle_st *p = live_pool(b, pool);
@@ -497,17 +497,17 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned int flags)
     return r;
 }
 
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+CUresult untraced_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     return host_alloc(pp, bytesize, Flags);
 }
 
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+CUresult untraced_cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
     return host_alloc(pp, bytesize, 0);
 }
 
-CUresult cuMemFreeHost(void *p)
+CUresult untraced_cuMemFreeHost(void *p)
 {
     struct books *b = lock_books();
     uintptr_t key = (uintptr_t)p;

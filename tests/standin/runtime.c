@@ -12,9 +12,12 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
+#include <cupti_runtime_cbid.h>
+#include <generated_cuda_runtime_api_meta.h>
 
 #include "log.h"
 #include "runtime.h"
+#include "trace.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -28,6 +31,8 @@ static struct {
     cudaError_t status; /* of reaching the driver; every call fails with it when it is not 0 */
     PFN_cuGetProcAddress_v12000 getProcAddress;
     PFN_cuGetProcAddress_v11030 getProcAddress_v11030;
+    PFN_cuGetExportTable_v3000 getExportTable;
+    const struct standin_tools_table *tools; /* where calls are reported to tools; NULL: nowhere */
     PFN_cuInit_v2000 init;
     PFN_cuDeviceGet_v2000 deviceGet;
     PFN_cuDeviceGetCount_v2000 deviceGetCount;
@@ -170,8 +175,12 @@ static void load_driver(void)
     GET(streamGetDevice_ptsz, "cuStreamGetDevice", 12080,
         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
     GET(streamDestroy, "cuStreamDestroy", 4000, 0);
+    GET(getExportTable, "cuGetExportTable", 3000, 0);
 #undef GET
     ok &= copy_lookups();
+    static const CUuuid tools_id = STANDIN_TOOLS_TABLE_ID;
+    if (ok && drv.getExportTable((const void **)&drv.tools, &tools_id) != CUDA_SUCCESS)
+        drv.tools = NULL;
     drv.status = ok ? to_runtime(drv.init(0)) : cudaErrorInsufficientDriver;
 }
 
@@ -233,7 +242,7 @@ cudaError_t enter(void)
 
 /* ---- allocations: each is one driver allocation call ---- */
 
-cudaError_t cudaMalloc(void **devPtr, size_t size)
+static cudaError_t untraced_cudaMalloc(void **devPtr, size_t size)
 {
     if (!devPtr)
         return done(cudaErrorInvalidValue);
@@ -252,7 +261,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
     return done(e);
 }
 
-cudaError_t cudaFree(void *devPtr)
+static cudaError_t untraced_cudaFree(void *devPtr)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess || !devPtr)
@@ -276,12 +285,12 @@ static cudaError_t malloc_async(bool per_thread, void **devPtr, size_t size, cud
     return done(e);
 }
 
-cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+static cudaError_t untraced_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
     return malloc_async(false, devPtr, size, hStream);
 }
 
-cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+static cudaError_t untraced_cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
     return malloc_async(true, devPtr, size, hStream);
 }
@@ -302,14 +311,14 @@ static cudaError_t malloc_from_pool(bool per_thread, void **ptr, size_t size, cu
     return done(e);
 }
 
-cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
-                                    cudaStream_t stream)
+static cudaError_t untraced_cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                    cudaStream_t stream)
 {
     return malloc_from_pool(false, ptr, size, memPool, stream);
 }
 
-cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
-                                         cudaStream_t stream)
+static cudaError_t untraced_cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size,
+                                                         cudaMemPool_t memPool, cudaStream_t stream)
 {
     return malloc_from_pool(true, ptr, size, memPool, stream);
 }
@@ -324,17 +333,17 @@ static cudaError_t free_async(bool per_thread, void *devPtr, cudaStream_t stream
         to_runtime(per_thread ? drv.memFreeAsync_ptsz(p, stream) : drv.memFreeAsync(p, stream)));
 }
 
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+static cudaError_t untraced_cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
     return free_async(false, devPtr, hStream);
 }
 
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+static cudaError_t untraced_cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
     return free_async(true, devPtr, hStream);
 }
 
-cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+static cudaError_t untraced_cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     if (!devPtr)
         return done(cudaErrorInvalidValue);
@@ -361,14 +370,16 @@ static cudaError_t malloc_pitch(void **devPtr, size_t *pitch, size_t width, size
     return e;
 }
 
-cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+static cudaError_t untraced_cudaMallocPitch(void **devPtr, size_t *pitch, size_t width,
+                                            size_t height)
 {
     if (!devPtr || !pitch)
         return done(cudaErrorInvalidValue);
     return done(malloc_pitch(devPtr, pitch, width, height));
 }
 
-cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+static cudaError_t untraced_cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr,
+                                         struct cudaExtent extent)
 {
     if (!pitchedDevPtr || (extent.depth && extent.height > SIZE_MAX / extent.depth))
         return done(cudaErrorInvalidValue);
@@ -391,17 +402,17 @@ static cudaError_t host_alloc(void **pHost, size_t size, unsigned int flags)
     return done(to_runtime(drv.memHostAlloc(pHost, size, flags)));
 }
 
-cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+static cudaError_t untraced_cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
     return host_alloc(pHost, size, flags);
 }
 
-cudaError_t cudaMallocHost(void **ptr, size_t size)
+static cudaError_t untraced_cudaMallocHost(void **ptr, size_t size)
 {
     return host_alloc(ptr, size, cudaHostAllocDefault);
 }
 
-cudaError_t cudaFreeHost(void *ptr)
+static cudaError_t untraced_cudaFreeHost(void *ptr)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
@@ -556,7 +567,7 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolPr
     return done(to_runtime(drv.memPoolCreate(memPool, &props)));
 }
 
-cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
+static cudaError_t untraced_cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
@@ -686,3 +697,58 @@ const char *cudaGetErrorString(cudaError_t error)
         return "unrecognized error code";
     }
 }
+
+/* ---- the entry points reported to tools: the work is done by untraced_<name> ----
+ *
+ * The runtime initialises (and so loads the tools CUDA_INJECTION64_PATH names) before it reports
+ * a call, as NVIDIA's, which reaches CUPTI through the driver, must. */
+
+static const struct standin_tools_table *tools(void)
+{
+    return load() == cudaSuccess ? drv.tools : NULL;
+}
+
+#define UNPAREN(...) __VA_ARGS__
+/* `decl` the parameters, `args` their names, in the order of cbid##_params' members. */
+#define RUNTIME_TRACED(name, cbid, decl, args)                                                     \
+    cudaError_t name decl                                                                          \
+    {                                                                                              \
+        cbid##_params params = {UNPAREN args};                                                     \
+        const struct standin_tools_table *t = tools();                                             \
+        if (t)                                                                                     \
+            t->runtime_api(0, CUPTI_RUNTIME_TRACE_CBID_##cbid, #name, &params, NULL);              \
+        cudaError_t r = untraced_##name args;                                                      \
+        if (t)                                                                                     \
+            t->runtime_api(1, CUPTI_RUNTIME_TRACE_CBID_##cbid, #name, &params, &r);                \
+        return r;                                                                                  \
+    }
+
+RUNTIME_TRACED(cudaMalloc, cudaMalloc_v3020, (void **devPtr, size_t size), (devPtr, size))
+RUNTIME_TRACED(cudaMallocPitch, cudaMallocPitch_v3020,
+               (void **devPtr, size_t *pitch, size_t width, size_t height),
+               (devPtr, pitch, width, height))
+RUNTIME_TRACED(cudaMalloc3D, cudaMalloc3D_v3020,
+               (struct cudaPitchedPtr * pitchedDevPtr, struct cudaExtent extent),
+               (pitchedDevPtr, extent))
+RUNTIME_TRACED(cudaMallocManaged, cudaMallocManaged_v6000,
+               (void **devPtr, size_t size, unsigned int flags), (devPtr, size, flags))
+RUNTIME_TRACED(cudaMallocAsync, cudaMallocAsync_v11020,
+               (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))
+RUNTIME_TRACED(cudaMallocAsync_ptsz, cudaMallocAsync_ptsz_v11020,
+               (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))
+RUNTIME_TRACED(cudaMallocFromPoolAsync, cudaMallocFromPoolAsync_v11020,
+               (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+               (ptr, size, memPool, stream))
+RUNTIME_TRACED(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync_ptsz_v11020,
+               (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+               (ptr, size, memPool, stream))
+RUNTIME_TRACED(cudaMallocHost, cudaMallocHost_v3020, (void **ptr, size_t size), (ptr, size))
+RUNTIME_TRACED(cudaHostAlloc, cudaHostAlloc_v3020, (void **pHost, size_t size, unsigned int flags),
+               (pHost, size, flags))
+RUNTIME_TRACED(cudaFree, cudaFree_v3020, (void *devPtr), (devPtr))
+RUNTIME_TRACED(cudaFreeAsync, cudaFreeAsync_v11020, (void *devPtr, cudaStream_t hStream),
+               (devPtr, hStream))
+RUNTIME_TRACED(cudaFreeAsync_ptsz, cudaFreeAsync_ptsz_v11020, (void *devPtr, cudaStream_t hStream),
+               (devPtr, hStream))
+RUNTIME_TRACED(cudaFreeHost, cudaFreeHost_v3020, (void *ptr), (ptr))
+RUNTIME_TRACED(cudaMemPoolDestroy, cudaMemPoolDestroy_v11020, (cudaMemPool_t memPool), (memPool))

@@ -43,6 +43,7 @@ static const char *const expected[] = {
     "[gpa] cuStreamGetDevice ver=12080 flags=0",
     "[gpa] cuStreamGetDevice ver=12080 flags=2",
     "[gpa] cuStreamDestroy ver=4000 flags=0",
+    "[gpa] cuGetExportTable ver=3000 flags=0",
     /* copies: the per-thread default stream forms with flags 2 */
     "[gpa] cuMemHostRegister ver=6050 flags=0",
     "[gpa] cuMemHostUnregister ver=4000 flags=0",

@@ -68,8 +68,8 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                     const CUmemAllocationProp *prop, unsigned long long flags)
+CUresult untraced_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                              const CUmemAllocationProp *prop, unsigned long long flags)
 {
     if (!handle || !device_prop(prop) || flags || !size || size % GRANULE)
         return CUDA_ERROR_INVALID_VALUE;
@@ -93,7 +93,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return r;
 }
 
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+CUresult untraced_cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     struct books *b = lock_books();
     struct phys *p = find_phys(b, handle);
@@ -106,7 +106,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     return r;
 }
 
-CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+CUresult untraced_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     if (!handle)
         return CUDA_ERROR_INVALID_VALUE;
@@ -171,8 +171,8 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                  unsigned long long flags)
+CUresult untraced_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                           CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     if (!size || size % GRANULE || ptr % GRANULE || offset || flags)
         return CUDA_ERROR_INVALID_VALUE;
@@ -205,7 +205,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 
 /* The range may cover several whole mappings (cuda-samples unmap a multi-chunk range at once),
  * never part of one. */
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+CUresult untraced_cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     struct books *b = lock_books();
     struct vrange *m, *tmp;

@@ -46,11 +46,13 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] bill DEV CATEGORY EVIDENCE BYTES  `vramtap report --json`:
                                              devices[DEV].evidence[CATEGORY][EVIDENCE]
     EXPECT [pid=N] workspace DEV BYTES       the same report's library_workspace_bytes
+    EXPECT [pid=N] report_line REGEX N       lines of `vramtap report` (text) matching REGEX
     EXPECT stderr REGEX N                    lines of stderr matching REGEX
 
-pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] [--cwd-out] --
-PROG ARGS (--cwd-out: the program runs in the output folder, where the snapshots are looked for
-whatever VRAMTAP_OUT says)
+pid defaults to the program's own. Usage: snapcheck.py [--env K=V]... [--exit N] [--cwd-out]
+[--attach] -- PROG ARGS (--cwd-out: the program runs in the output folder, where the snapshots
+are looked for whatever VRAMTAP_OUT says; --attach: vramtap is not preloaded but loaded by the
+driver as its CUPTI injection library)
 """
 import glob
 import json
@@ -66,6 +68,7 @@ def main():
     env = dict(os.environ)
     want_exit = 0
     cwd_out = False
+    attach = False
     while args and args[0] != "--":
         if args[0] == "--env":
             k, _, v = args[1].partition("=")
@@ -73,6 +76,9 @@ def main():
             args = args[2:]
         elif args[0] == "--cwd-out":
             cwd_out = True
+            args = args[1:]
+        elif args[0] == "--attach":
+            attach = True
             args = args[1:]
         elif args[0] == "--exit":
             want_exit = int(args[1])
@@ -86,6 +92,10 @@ def main():
     env.setdefault("VRAMTAP_OUT", out)
     env["LD_PRELOAD"] = env["VT_PRELOAD"] + (
         ":" + env["VT_PRELOAD_EXTRA"] if env.get("VT_PRELOAD_EXTRA") else "")
+    if attach:  # the driver loads vramtap at cuInit; a sanitizer's runtime stays preloaded
+        env["CUDA_INJECTION64_PATH"] = env["VT_LIB"]
+        env["LD_PRELOAD"] = ":".join(p for p in env["LD_PRELOAD"].split(":")
+                                     if p != env["VT_LIB"])
     env["LD_LIBRARY_PATH"] = env["VT_STANDIN_DIR"] + (
         ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -187,6 +197,15 @@ def report_json(doc):
     return _reports[doc["pid"]]
 
 
+def report_text(doc):
+    """`vramtap report` of the snapshot of doc's process (text, no colours)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(doc, f)
+    p = subprocess.run([os.environ["VT_CLI"], "report", f.name], capture_output=True, text=True,
+                       env=dict(os.environ, NO_COLOR="1"))
+    return p.stdout if p.returncode == 0 else "error: " + p.stderr
+
+
 def report_device(doc, dev):
     for d in report_json(doc).get("devices", []):
         if d["device"] == dev:
@@ -241,6 +260,9 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         d = report_device(doc, int(rest[0]))
         got = d.get("evidence", {}).get(rest[1], {}).get(rest[2])
         expect(got, int(rest[3]), "report: device %s %s by %s" % tuple(rest[:3]))
+    elif what == "report_line":
+        got = [l for l in report_text(doc).splitlines() if re.search(rest[0], l)]
+        expect(len(got), int(rest[1]), "report: lines matching %r" % rest[0])
     elif what == "workspace":
         expect(report_device(doc, int(rest[0])).get("library_workspace_bytes"), int(rest[1]),
                "report: device %s library workspaces" % rest[0])

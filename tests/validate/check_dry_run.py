@@ -43,7 +43,8 @@ if mds and jsons:
     text = open(mds[0]).read()
     for title in ("## Summary", "## 1. Machine and versions", "## 2. CUDA C", "## 3. PyTorch, tensor mode",
                   "## 4. PyTorch, native allocator", "## 5. Against PyTorch's own tools",
-                  "## 6. Out of memory", "## Raw data", "Dry run"):
+                  "## 6. Out of memory", "## 7. Attached through CUPTI", "## Raw data",
+                  "Dry run"):
         check(title in text, "the report has no %r" % title)
     doc = json.load(open(jsons[0]))
     checks = doc["checks"]
@@ -70,7 +71,16 @@ if mds and jsons:
                  "copies, pageable batches: of them from pageable memory",
                  "copies, pageable batches: pin_memory advised",
                  "copies, pin_memory=True: of them from pageable memory",
-                 "copies, pin_memory=True: pin_memory advised"):
+                 "copies, pin_memory=True: pin_memory advised",
+                 "attached, dynamic runtime: recorded through CUPTI",
+                 "attached, dynamic runtime: live set at the peak (address, size, kind)",
+                 "attached, dynamic runtime: API name recorded for each route",
+                 "coverage, dynamic runtime: allocations interposition missed",
+                 "coverage, dynamic runtime: allocations seen by CUPTI and recorded by "
+                 "interposition",
+                 "attached, fp32: recorded through CUPTI",
+                 "attached, fp32: vramtap classifies them as parameters",
+                 "coverage, PyTorch fp32: allocations interposition missed"):
         check(by_name.get(name, {}).get("status") == "pass",
               "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
     check(by_name.get("static runtime: program builds", {}).get("status") in ("pass", "skipped"),
@@ -78,6 +88,9 @@ if mds and jsons:
     check(by_name.get("static runtime: run under vramtap", {}).get("status") in ("skipped", None),
           "the static runtime cannot run over the stand-in and must say it was skipped")
     check(doc["raw"].get("timing_table"), "no step-time table")
+    cov = doc["raw"].get("coverage", {}).get("coverage, dynamic runtime", {})
+    check(cov.get("cupti", {}).get("allocations", 0) > 0, "no coverage figures for the routes: %s"
+          % cov)
 for f in failures:
     print("FAIL:", f)
 print("%d failures" % len(failures))

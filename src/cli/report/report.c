@@ -142,6 +142,10 @@ int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_e
     if (vt_snapshot_load(path, &l->snap, err))
         return -1;
     vt_snapshot *s = &l->snap;
+    if (vt_coverage_check(s, err)) {
+        vt_snapshot_free(s);
+        return -1;
+    }
     if (o->device >= 0 && !vt_snapshot_device(s, o->device)) {
         char list[256] = "";
         size_t used = 0;
@@ -410,6 +414,7 @@ static void print_run(FILE *out, const vt_snapshot *s, const vt_gaps *g)
                 "  note: %lld frees of memory vramtap never saw allocated (made before it was "
                 "loaded, or through an API it does not hook) were ignored\n",
                 (long long)s->unknown_frees);
+    vt_print_coverage(out, s);
     vt_print_gaps(out, s);
 }
 

@@ -43,6 +43,12 @@ void vt_print_site_rows(FILE *out, const vt_snapshot *s, const vt_site_total *t,
 void vt_print_lines_missing(FILE *out, const vt_snapshot *s);
 /* live bytes per phase instance as one line of blocks, the peak marked (sparkline.c) */
 void vt_print_sparkline(FILE *out, const vt_snapshot *s, const vt_device *d, bool ascii);
+/* How the snapshot was recorded and the coverage check (coverage.c): vt_coverage_check fails
+ * (err set) on a malformed member; the line of the report; the report JSON's "attach" and
+ * "coverage". */
+int vt_coverage_check(const vt_snapshot *s, vt_err *err);
+void vt_print_coverage(FILE *out, const vt_snapshot *s);
+void vt_coverage_add_json(json_t *doc, const vt_snapshot *s);
 /* the post-mortem of a kind "oom" snapshot (postmortem.c) */
 void vt_print_postmortem(FILE *out, vt_loaded *l);
 /* What to try first after an out-of-memory failure, given the category that dominates the

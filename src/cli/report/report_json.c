@@ -282,6 +282,7 @@ json_t *vt_report_json(vt_loaded *l)
     json_object_set_new(doc, "host_ram", vt_host_ram_json(s));
     json_object_set_new(doc, "copies", vt_copies_json(s));
     json_object_set_new(doc, "host_offloaded", vt_offloaded_json(s));
+    vt_coverage_add_json(doc, s);
     json_object_set_new(doc, "import", vt_gaps_json(s));
     if (s->has_oom)
         json_object_set_new(doc, "oom", postmortem_json(l));

@@ -16,9 +16,11 @@ def _start_python_frames():
     # there, and says itself on stderr why when it cannot.
     import ctypes
 
+    import vramtap_lib
+
     try:
-        install = ctypes.PyDLL(None).vramtap_python_install
-    except (OSError, AttributeError):  # not loaded, or a library without Python frames
+        install = vramtap_lib.library(ctypes.PyDLL).vramtap_python_install
+    except AttributeError:  # not loaded, or a library without Python frames
         return
     install.argtypes = []
     install.restype = ctypes.c_int
@@ -107,9 +109,26 @@ def _run_shadowed():
     spec.loader.exec_module(module)
 
 
-# LD_PRELOAD tells without loading ctypes whether vramtap can be in the process; vramtap_torch
-# then asks the library itself.
-if "vramtap" in os.environ.get("LD_PRELOAD", ""):
+def _attach():
+    """Attached through CUPTI, the CUDA driver would load vramtap only at cuInit: load it now,
+    before torch is imported, so that its start-up (tensor mode, NVTX) is done as under
+    LD_PRELOAD. It is loaded privately: its wrappers must not take calls CUPTI reports."""
+    import ctypes
+
+    import vramtap_lib
+
+    path = vramtap_lib.attached_path()
+    try:
+        return path is not None and ctypes.CDLL(path) is not None
+    except OSError as e:
+        sys.stderr.write("vramtap: cannot load %s (%s)\n" % (path, e))
+        return False
+
+
+# The environment tells without loading ctypes whether vramtap can be in the process;
+# vramtap_torch then asks the library itself.
+if "vramtap" in os.environ.get("LD_PRELOAD", "") or (
+        "vramtap" in os.environ.get("CUDA_INJECTION64_PATH", "") and _attach()):
     _env_at_start = dict(os.environ)
     # Python frames followed call by call (where they cannot be read from the interpreter) cost
     # every Python call of the process. Children of a Python process that vramtap already

@@ -31,6 +31,8 @@ import sys
 import threading
 import weakref
 
+import vramtap_lib
+
 _CATEGORIES = (b"parameters", b"gradients", b"optimizer_state")
 _PARAMETERS, _GRADIENTS, _STATE = range(3)
 _grad = operator.attrgetter("grad")
@@ -55,9 +57,10 @@ _SIGNATURES = (
 
 def _load():
     """(label_ranges, record_text, record_int), or None with an older library or none."""
+    lib = vramtap_lib.library()
     try:
-        fns = [getattr(ctypes.CDLL(None), name) for name, _ in _SIGNATURES]
-    except (OSError, AttributeError):
+        fns = [getattr(lib, name) for name, _ in _SIGNATURES]
+    except AttributeError:  # an older library, or none
         return None
     for fn, (_, argtypes) in zip(fns, _SIGNATURES):
         fn.argtypes = argtypes

@@ -24,14 +24,16 @@ import threading
 import types
 
 import vramtap_identity
+import vramtap_lib
 
 __all__ = ["loaded", "phase", "step", "install"]
 
 
 def _load_api():
-    # dlopen(NULL) searches the global scope, which holds LD_PRELOAD objects.
+    lib = vramtap_lib.library()
+    if lib is None:
+        return None
     try:
-        lib = ctypes.CDLL(None)
         is_loaded = lib.vramtap_is_loaded
         begin = lib.vramtap_phase_begin
         end = lib.vramtap_phase_end
@@ -398,7 +400,7 @@ def _check_allocator_settings(torch, env_at_start):
                      "records that (modes.pytorch: program-setting)\n"
                      % (", ".join(changed), outcome))
     try:
-        note = ctypes.CDLL(None).vramtap_note_mode
+        note = vramtap_lib.library().vramtap_note_mode
         note.argtypes = [ctypes.c_char_p] * 3
         note.restype = ctypes.c_int
         note(b"pytorch", b"tensor" if backend == "cudaMallocAsync" else b"native",
