@@ -12,6 +12,7 @@ Usage: attach.py [--env K=V]... -- PROG ARGS
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,7 @@ def run(cmd, env, attach):
     for path in glob.glob(os.path.join(out, "vramtap.*.json")):
         # the library writes compact files: read through the command
         docs.append(json.loads(subprocess.check_output([env["VT_CLI"], "export", "--json", path])))
+    shutil.rmtree(out)  # the figures compared are in docs; random's files hold 100k allocations
     # one process after another in pid order; a process's post-mortems in their order
     docs.sort(key=lambda d: (d["pid"], d.get("kind") != "oom", d.get("oom", {}).get("n", 0)))
     pids = sorted({d["pid"] for d in docs})
