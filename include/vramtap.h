@@ -77,6 +77,18 @@ int vramtap_label_ranges(const unsigned long long *ranges, unsigned long long n,
 int vramtap_record_text(const char *key, const char *value) __attribute__((weak));
 int vramtap_record_int(const char *key, long long value) __attribute__((weak));
 
+/* The nn.Module path (or any name of a part of the program, dot-separated: "enc.layers.0.attn")
+ * that the allocations made from now on belong to, for the report's bill by module
+ * (docs/modules.md). vramtap_module_path interns a path once and returns its id (0 when
+ * vramtap is not loaded or out of room); vramtap_module_enter makes an id current, for every
+ * thread, and returns the one it replaces, to be made current again on leaving. 0: no module.
+ * OR an id with VRAMTAP_MODULE_RECOMPUTED for a forward that runs again inside backward
+ * (activation checkpointing). The current id is also the library's variable
+ * vramtap_module_current (a uint32), which Python hooks write directly (cheaper than a call). */
+#define VRAMTAP_MODULE_RECOMPUTED 0x80000000u
+unsigned int vramtap_module_path(const char *path) __attribute__((weak));
+unsigned int vramtap_module_enter(unsigned int id) __attribute__((weak));
+
 static inline int vramtap_label(const void *address, unsigned long long bytes, const char *category)
 {
     return vramtap_label_range ? vramtap_label_range(address, bytes, category) : VRAMTAP_OK;

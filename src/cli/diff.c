@@ -28,8 +28,9 @@ static void usage(FILE *out)
             "  --json       the same facts as JSON (docs/report-json.md)\n"
             "  --top N      sites shown that grew and that shrank (default %d)\n"
             "  --device N   only device N\n"
+            "  --modules all  every nn.Module path that differs (default: the first %d)\n"
             "  --all-frames site labels keep the frames that are folded by default\n",
-            VT_DEFAULT_TOP);
+            VT_DEFAULT_TOP, 24);
 }
 
 /* --- sites matched by key ---------------------------------------------------------------- */
@@ -293,6 +294,7 @@ static void print_device(FILE *out, vt_loaded *la, vt_loaded *lb, const dev_diff
     if ((d->a && d->a->native) || (d->b && d->b->native))
         fprintf(out, "  (native mode in %s: no category split, see 'vramtap report')\n",
                 d->a && d->a->native ? (d->b && d->b->native ? "both" : "A") : "B");
+    vt_print_modules_diff(out, &la->snap, d->a, &lb->snap, d->b, la->modules_all);
 
     for (int grew = 1; grew >= 0; grew--) {
         size_t n = grew ? d->ngrew : d->nshrank;
@@ -512,13 +514,15 @@ static json_t *diff_json(vt_loaded *la, vt_loaded *lb, const dev_diff *devs, siz
     for (size_t i = 0; i < ndevs; i++) {
         json_t *pa = vt_pytorch_categories_json(&la->snap, devs[i].device),
                *pb = vt_pytorch_categories_json(&lb->snap, devs[i].device);
-        json_array_append_new(
-            devices,
+        json_t *dev =
             json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o}}", "device", devs[i].device, "a",
                       side_json(devs[i].a), "b", side_json(devs[i].b), "change",
                       change_json(&devs[i]), "sites_grew", sites_json(la, lb, &devs[i], true),
                       "sites_shrank", sites_json(la, lb, &devs[i], false), "pytorch_categories",
-                      "a", pa ? pa : json_null(), "b", pb ? pb : json_null()));
+                      "a", pa ? pa : json_null(), "b", pb ? pb : json_null());
+        json_object_set_new(dev, "modules",
+                            vt_modules_diff_json(&la->snap, devs[i].a, &lb->snap, devs[i].b));
+        json_array_append_new(devices, dev);
     }
     const vt_snapshot *a = &la->snap, *b = &lb->snap;
     json_t *differs = !a->argc || !b->argc ? json_null() : json_boolean(!same_command(a, b));

@@ -4,7 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { F_DEAD = 1, F_ADDRESS = 2, F_SITE = 4, F_LABELS = 8, F_KNOWN = 15 };
+enum {
+    F_DEAD = 1,
+    F_ADDRESS = 2,
+    F_SITE = 4,
+    F_LABELS = 8,
+    F_MPATH = 16,      /* version 2 */
+    F_RECOMPUTED = 32, /* version 2 */
+    F_KNOWN = 63
+};
 
 /* No record field needs more; a larger count is a corrupt file, not a big one. */
 #define MAX_LABELS 1000000
@@ -74,7 +82,8 @@ static uint64_t get_delta(vt_creader *r, uint64_t *before)
 void vt_crec_put(vt_cbuf *b, vt_cdelta *d, const vt_crec *r)
 {
     unsigned flags = (r->dead ? F_DEAD : 0) | (r->address ? F_ADDRESS : 0) |
-                     (r->site != VT_CREC_NO_SITE ? F_SITE : 0) | (r->nlabels ? F_LABELS : 0);
+                     (r->site != VT_CREC_NO_SITE ? F_SITE : 0) | (r->nlabels ? F_LABELS : 0) |
+                     (r->mpath ? F_MPATH : 0) | (r->recomputed ? F_RECOMPUTED : 0);
     vt_cbuf_varint(b, flags);
     put_delta(b, r->id, &d->id);
     vt_cbuf_varint(b, r->device);
@@ -108,6 +117,8 @@ void vt_crec_put(vt_cbuf *b, vt_cdelta *d, const vt_crec *r)
             vt_cbuf_varint(b, r->labels[i].cat);
         }
     }
+    if (r->mpath)
+        vt_cbuf_varint(b, r->mpath);
 }
 
 void vt_cevent_put(vt_cbuf *b, vt_cdelta *d, const vt_cevent *e)
@@ -154,7 +165,8 @@ int vt_crec_get(vt_creader *r, vt_cdelta *d, vt_crec *o)
     uint64_t flags = vt_creader_varint(r);
     if (flags & ~(uint64_t)F_KNOWN)
         r->bad = true;
-    *o = (vt_crec){.dead = flags & F_DEAD, .site = VT_CREC_NO_SITE};
+    *o = (vt_crec){
+        .dead = flags & F_DEAD, .site = VT_CREC_NO_SITE, .recomputed = flags & F_RECOMPUTED};
     o->id = get_delta(r, &d->id);
     o->device = vt_creader_varint(r);
     o->size = vt_creader_varint(r);
@@ -203,6 +215,8 @@ int vt_crec_get(vt_creader *r, vt_cdelta *d, vt_crec *o)
         o->nlabels = n;
         o->labels = r->labels;
     }
+    if (flags & F_MPATH && !(o->mpath = vt_creader_varint(r)))
+        r->bad = true;
     return r->bad ? -1 : 0;
 }
 

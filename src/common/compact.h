@@ -17,7 +17,7 @@
 /* The first line: a byte no text file starts with, the name, the container's version. */
 #define VT_COMPACT_MAGIC "\x89VTSNAP 1\n"
 #define VT_COMPACT_MAGIC_LEN 10
-#define VT_COMPACT_VERSION 1
+#define VT_COMPACT_VERSION 2
 
 /* Section tags. Readers skip tags they do not know; END. closes the file. */
 #define VT_SEC_ALLOCATIONS "ALOC"
@@ -55,6 +55,8 @@ typedef struct {
     uint64_t site; /* VT_CREC_NO_SITE: none */
     size_t nlabels;
     const vt_clabel *labels;
+    uint64_t mpath;  /* 0: made under no nn.Module, else index into module_paths + 1 */
+    bool recomputed; /* made by a forward run again inside backward */
 } vt_crec;
 
 /* One event of the allocation history: bytes > 0 allocates, < 0 frees. */

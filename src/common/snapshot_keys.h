@@ -49,7 +49,9 @@
 #define VT_K_HISTORY_ALLOCATIONS "history_allocations"
 #define VT_K_HISTORY_EVENTS "history_events"
 #define VT_K_SITES "sites"
+/* "modules": loaded ELF objects; "module_paths": nn.Module paths (docs/modules.md) */
 #define VT_K_MODULES "modules"
+#define VT_K_MODULE_PATHS "module_paths"
 #define VT_K_IMPORT "import" /* imported snapshots only */
 #define VT_K_COMPACT "compact" /* the compact file's head only: the names its records use */
 

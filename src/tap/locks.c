@@ -12,8 +12,8 @@ static pthread_mutex_t locks[VT_LOCK_COUNT] = {
 };
 
 #ifdef VT_LOCK_CHECK
-static const char *const names[VT_LOCK_COUNT] = {"driver",  "pylocs",  "stacks",
-                                                 "modules", "symbols", "state"};
+static const char *const names[VT_LOCK_COUNT] = {"driver",  "pylocs", "stacks", "modules",
+                                                 "symbols", "mpaths", "state"};
 /* The locks this thread holds, one bit each. */
 static VT_TLS unsigned held;
 

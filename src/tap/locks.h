@@ -27,6 +27,7 @@ typedef enum {
     VT_LOCK_STACKS,  /* stacks.c: interned stacks */
     VT_LOCK_MODULES, /* modules.c: loaded objects seen in stacks */
     VT_LOCK_SYMBOLS, /* symbols.c: ELF symbol tables read by the writer */
+    VT_LOCK_MPATHS,  /* mpath.c: interned nn.Module paths */
     VT_LOCK_STATE,   /* table.c: the books (live set, peaks, phases, timeline, counters) */
     VT_LOCK_COUNT
 } vt_lock_id;

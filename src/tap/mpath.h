@@ -5,17 +5,37 @@
 #define VT_MPATH_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tap.h"
 
+/* Paths interned beyond this are dropped (their allocations carry no path). */
+#define VT_MPATH_MAX (1u << 20)
+/* vramtap.h's VRAMTAP_MODULE_RECOMPUTED: the bit of an id that marks a recomputation. */
+#define VT_MPATH_RECOMPUTED 0x80000000u
+
 /* The cell the hooks write (vramtap.h): 0 outside every module, else an id from
- * vramtap_module_path(), with VRAMTAP_MODULE_RECOMPUTED set for a forward run again inside
- * backward (activation checkpointing). */
+ * vramtap_module_path(), with VT_MPATH_RECOMPUTED set for a forward run again inside backward
+ * (activation checkpointing). */
 extern VT_EXPORT _Atomic uint32_t vramtap_module_current;
 
 static inline uint32_t vt_mpath_now(void)
 {
     return atomic_load_explicit(&vramtap_module_current, memory_order_relaxed);
+}
+
+/* Paths interned so far: a file lists these, and its records name no later one. */
+VT_HIDDEN uint32_t vt_mpath_count(void);
+/* The top-level `"module_paths"` member followed by ",\n": the first n paths, by index
+ * (id - 1). */
+VT_HIDDEN void vt_mpath_write_json(FILE *f, uint32_t n);
+
+/* A record's path for a file listing n paths: its index + 1, 0 for none (an id the program
+ * wrote into the cell that was never handed out names none either). */
+static inline uint32_t vt_mpath_ref(uint32_t id, uint32_t n)
+{
+    uint32_t index = id & ~VT_MPATH_RECOMPUTED;
+    return index <= n ? index : 0;
 }
 
 #endif

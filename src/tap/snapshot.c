@@ -22,6 +22,7 @@
 #include "launcher.h"
 #include "locks.h"
 #include "modules.h"
+#include "mpath.h"
 #include "notice.h"
 #include "outfile.h"
 #include "peak.h"
@@ -81,6 +82,7 @@ typedef struct {
 /* What the records refer to while they are encoded. */
 typedef struct {
     sitemap *sm;
+    uint32_t npaths; /* the module paths the file lists */
     section allocs, hallocs, hevents;
     vt_clabel *labels; /* the current record's */
     size_t nlabels, caplabels;
@@ -134,7 +136,9 @@ static void put_rec(records *o, section *sec, const frozen_rec *r, vt_identity_f
                  .dead = r->dead,
                  .site = site == VT_NO_SITE ? VT_CREC_NO_SITE : site,
                  .nlabels = o->nlabels,
-                 .labels = o->labels};
+                 .labels = o->labels,
+                 .mpath = vt_mpath_ref(r->mpath, o->npaths),
+                 .recomputed = r->mpath & VT_MPATH_RECOMPUTED && vt_mpath_ref(r->mpath, o->npaths)};
     if (r->dead) {
         c.death_us = micros(r->death.time);
         c.death_seq = r->death.seq;
@@ -526,7 +530,7 @@ static int write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen 
     vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time), &fz->workers);
     vt_copies_write(f, fz->copies, copy_site, &sm);
     vt_offload_write(f, fz->pinned, fz->npinned, fz->identity);
-    records o = {.sm = &sm};
+    records o = {.sm = &sm, .npaths = vt_mpath_count()};
     for (size_t i = 0; i < fz->nrecs; i++)
         put_rec(&o, &o.allocs, &fz->recs[i], fz->identity);
     vt_identity_write_summary(f, fz->identity);
@@ -552,6 +556,7 @@ static int write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen 
     }
     fputs("],\n", f);
     write_names(f);
+    vt_mpath_write_json(f, o.npaths);
     write_modules(f);
     fputs("}\n", f);
     fputc(0, f);

@@ -16,7 +16,7 @@ static const char *const device =
 static const char *const tail =
     "], \"sites\": [{\"id\": 0, \"signature\": \"a\", \"frames\": []}, {\"id\": 1, \"signature\": "
     "\"b\", \"frames\": []}, {\"id\": 2, \"signature\": \"c\", \"frames\": []}], \"oom_events\": "
-    "[]}";
+    "[], \"module_paths\": [\"enc\", \"enc.layers.0\"]}";
 
 /* Loads a snapshot of devices 0 and 1 with the one allocation `elem`; escaped: with a member
  * "x": "\u0041" put first, so that the tree reader reads it. */
@@ -61,7 +61,7 @@ static bool both(const char *elem, bool tree_takes, vt_alloc *out)
     memset(index, 0xff, sizeof index);
     index[0] = 0;
     index[1] = 1;
-    vt_alloc_limits lim = {5, 3, index};
+    vt_alloc_limits lim = {5, 3, 2, index};
     vt_alloc fast;
     memset(&fast, 0, sizeof fast);
     bool took = vt_alloc_sax(&lim, elem, strlen(elem), &fast);
@@ -118,7 +118,14 @@ int main(void)
     CHECK_EQ_INT(a.birth.instance, 4);
     CHECK(a.alive_at_end);
     CHECK_EQ_INT(a.site, 2);
-    CHECK(!a.labelled && !a.birth_from_stack && !a.before_window);
+    CHECK_EQ_INT(a.mpath, -1);
+    CHECK(!a.labelled && !a.birth_from_stack && !a.before_window && !a.recomputed);
+    /* an nn.Module path, recomputed */
+    CHECK(both("{" ALLOC ", \"kind\": \"pool\", " BIRTH
+               ", \"module_path\": 1, \"recomputed\": true}",
+               true, &a));
+    CHECK_EQ_INT(a.mpath, 1);
+    CHECK(a.recomputed);
     /* dead, labels overlapping (each byte once) and of a category this reader does not know */
     CHECK(both("{" ALLOC ", \"kind\": \"device\", \"birth_seq\": 3, \"death_seq\": 9, " BIRTH
                ", \"death\": {\"phase\": \"backward\", \"step\": 3, \"instance\": 5}, \"site\": 0, "
@@ -174,6 +181,8 @@ int main(void)
         "{" ALLOC ", \"kind\": null, " BIRTH "}",
         "{" ALLOC ", \"kind\": \"pool\", " BIRTH ", \"site\": 3}",
         "{" ALLOC ", \"kind\": \"pool\", " BIRTH ", \"site\": -1}",
+        "{" ALLOC ", \"kind\": \"pool\", " BIRTH ", \"module_path\": 2}",
+        "{" ALLOC ", \"kind\": \"pool\", " BIRTH ", \"module_path\": \"enc\"}",
         "{" ALLOC ", \"kind\": \"pool\"}",
         "{" ALLOC ", \"kind\": \"pool\", \"birth\": null}",
         "{" ALLOC ", \"kind\": \"pool\", \"birth\": {\"phase\": \"sideways\", \"step\": 2, "

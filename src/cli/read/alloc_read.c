@@ -99,6 +99,8 @@ enum {
     K_FROM,
     K_BEFORE,
     K_LABELS,
+    K_MPATH,
+    K_RECOMPUTED,
     NKEYS,
     K_OTHER = NKEYS
 };
@@ -113,7 +115,9 @@ static const word keys[NKEYS] = {NAME("id"),
                                  NAME("death"),
                                  NAME("birth_phase_from"),
                                  NAME("before_window"),
-                                 NAME("labels")};
+                                 NAME("labels"),
+                                 NAME("module_path"),
+                                 NAME("recomputed")};
 enum { M_PHASE, M_STEP, M_INSTANCE, NMOMENT };
 static const word moment_keys[NMOMENT] = {NAME("phase"), NAME("step"), NAME("instance")};
 enum { L_OFFSET, L_BYTES, L_CATEGORY, NLABEL };
@@ -328,7 +332,7 @@ static bool moment(const slot *m, int64_t steps, vt_moment *out)
 static bool finish(reader *r, const vt_alloc_limits *lim, vt_alloc *a)
 {
     const slot *t = r->top;
-    int64_t id, birth_seq, death_seq, size, device, site;
+    int64_t id, birth_seq, death_seq, size, device, site, mpath;
     vt_moment birth, death; /* copied whole: padding zeroed like the tree reader's calloc */
     memset(&birth, 0, sizeof birth);
     memset(&death, 0, sizeof death);
@@ -338,8 +342,10 @@ static bool finish(reader *r, const vt_alloc_limits *lim, vt_alloc *a)
         !int_in(&t[K_DEATH_SEQ], 0, VT_MAX_COUNT, true, &death_seq) ||
         !int_in(&t[K_SIZE], 0, VT_MAX_BYTES, false, &size) ||
         !int_in(&t[K_DEVICE], 0, VT_MAX_DEVICE, false, &device) || t[K_KIND].t != V_STR ||
-        !int_in(&t[K_SITE], 0, (int64_t)lim->nsites - 1, true, &site) || t[K_BIRTH].t != V_OBJECT ||
-        !moment(r->moment[0], lim->steps, &birth) ||
+        !int_in(&t[K_SITE], 0, (int64_t)lim->nsites - 1, true, &site) ||
+        !int_in(&t[K_MPATH], 0, (int64_t)lim->nmpaths - 1, true, &mpath) ||
+        !(t[K_RECOMPUTED].t == V_TRUE || t[K_RECOMPUTED].t == V_ABSENT) ||
+        t[K_BIRTH].t != V_OBJECT || !moment(r->moment[0], lim->steps, &birth) ||
         !(dead || t[K_DEATH].t == V_ABSENT || t[K_DEATH].t == V_NULL) ||
         (dead && !moment(r->moment[1], lim->steps, &death)) || lim->device_index[device] < 0 ||
         (dead && (death.step < birth.step || death.instance < birth.instance)) ||
@@ -361,6 +367,8 @@ static bool finish(reader *r, const vt_alloc_limits *lim, vt_alloc *a)
     a->size = size;
     a->device = (int32_t)device;
     a->site = (int32_t)site;
+    a->mpath = (int32_t)mpath;
+    a->recomputed = t[K_RECOMPUTED].t == V_TRUE;
     a->kind = (uint8_t)vt_alloc_kind_of(t[K_KIND].s, t[K_KIND].n);
     a->birth = birth;
     if (dead)

@@ -8,6 +8,7 @@
 typedef struct {
     int64_t steps;               /* the largest step a moment may name */
     size_t nsites;               /* site must index sites[] */
+    size_t nmpaths;              /* module_path must index module_paths[] */
     const int16_t *device_index; /* ordinal -> index in devices, -1 when not listed */
 } vt_alloc_limits;
 

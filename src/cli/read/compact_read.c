@@ -161,6 +161,11 @@ static int to_alloc(const vt_crec *c, const vt_cnames *nm, const vt_alloc_limits
                    c->api >= nm->napis ? "apis" : "kinds");
         return -1;
     }
+    if (c->mpath > lim->nmpaths) {
+        vt_err_set(err, "module path: %llu is not an index into %s[] (the file has %zu)",
+                   (unsigned long long)(c->mpath - 1), VT_K_MODULE_PATHS, lim->nmpaths);
+        return -1;
+    }
     if (c->site != VT_CREC_NO_SITE && c->site >= lim->nsites) {
         vt_err_set(err, "site: %llu is not an index into sites[] (the file has %zu)",
                    (unsigned long long)c->site, lim->nsites);
@@ -178,6 +183,8 @@ static int to_alloc(const vt_crec *c, const vt_cnames *nm, const vt_alloc_limits
     a->birth_seq = (int64_t)c->birth_seq;
     a->death_seq = c->dead ? (int64_t)c->death_seq : -1;
     a->site = c->site == VT_CREC_NO_SITE ? -1 : (int32_t)c->site;
+    a->mpath = c->mpath ? (int32_t)(c->mpath - 1) : -1;
+    a->recomputed = c->recomputed;
     a->device = (int32_t)c->device;
     a->kind = (uint8_t)nm->kind_of[c->kind];
     a->alive_at_end = !c->dead;

@@ -848,7 +848,7 @@ static int get_labels(json_t *o, vt_alloc *a, vt_err *err)
 
 static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
 {
-    int64_t size, device, site;
+    int64_t size, device, site, mpath;
     const char *kind;
     json_t *death;
     if (!json_is_object(o))
@@ -859,6 +859,7 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
         get_bytes(o, "size", REQUIRED, &size, err) ||
         get_int(o, "device", 0, VT_MAX_DEVICE, REQUIRED, &device, err) ||
         get_str(o, "kind", REQUIRED, &kind, err) || get_site(o, c->s, &site, err) ||
+        get_int(o, "module_path", 0, (int64_t)c->s->nmpaths - 1, NULLABLE, &mpath, err) ||
         get_moment(o, "birth", c->s->steps, &a->birth, err) ||
         get_container(o, "death", JSON_OBJECT, NULLABLE, &death, err) ||
         (death && get_moment(o, "death", c->s->steps, &a->death, err)))
@@ -872,6 +873,8 @@ static int alloc_fields(const alloc_ctx *c, json_t *o, vt_alloc *a, vt_err *err)
     a->size = size;
     a->device = (int32_t)device;
     a->site = (int32_t)site;
+    a->mpath = (int32_t)mpath;
+    a->recomputed = json_is_true(json_object_get(o, "recomputed"));
     a->kind = (uint8_t)vt_alloc_kind_of(kind, strlen(kind));
     a->alive_at_end = !death;
     json_t *from = json_object_get(o, "birth_phase_from");
@@ -1017,7 +1020,7 @@ static int load_allocations(vt_snapshot *s, const vt_member *m, vt_err *err)
         vt_err_set(err, "%s: out of memory for %zu allocations", s->path, n);
         return -1;
     }
-    alloc_ctx c = {s,         spans,         {s->steps, s->nsites, device_index},
+    alloc_ctx c = {s,         spans,         {s->steps, s->nsites, s->nmpaths, device_index},
                    s->allocs, "allocations", getenv(VT_CHECK_READERS) != NULL};
 
     if (parallel_for(n, parse_alloc, &c, err))
@@ -1031,7 +1034,7 @@ static int read_records(vt_snapshot *s, const char *key, const uint8_t *p, size_
 {
     int16_t device_index[VT_MAX_DEVICE + 1];
     device_indexes(s, device_index);
-    vt_alloc_limits lim = {s->steps, s->nsites, device_index};
+    vt_alloc_limits lim = {s->steps, s->nsites, s->nmpaths, device_index};
     vt_creader r;
     size_t at, count;
     if (vt_csection_start(p, len, &r, &count, err))
@@ -1147,6 +1150,33 @@ static int load_modules(vt_snapshot *s, vt_err *err)
                  !get_str(m, "build_id", NULLABLE, &v->build_id, err))
             continue;
         return fail_at(s, err, "modules[%zu]", i);
+    }
+    return 0;
+}
+
+/* Optional: snapshots from before it have none. */
+static int load_mpaths(vt_snapshot *s, vt_err *err)
+{
+    json_t *paths;
+    if (get_container(s->root, VT_K_MODULE_PATHS, JSON_ARRAY, NULLABLE, &paths, err))
+        return fail_file(s, err);
+    s->nmpaths = paths ? json_array_size(paths) : 0;
+    if (s->nmpaths > INT32_MAX) {
+        vt_err_set(err, "%s: %s: more than %d paths", s->path, VT_K_MODULE_PATHS, INT32_MAX);
+        return -1;
+    }
+    s->mpaths = calloc(s->nmpaths ? s->nmpaths : 1, sizeof *s->mpaths);
+    if (!s->mpaths) {
+        vt_err_set(err, "%s: out of memory", s->path);
+        return -1;
+    }
+    for (size_t i = 0; i < s->nmpaths; i++) {
+        json_t *p = json_array_get(paths, i);
+        if (!json_is_string(p)) {
+            wrong(err, "", "a string", p);
+            return fail_at(s, err, "%s[%zu]", VT_K_MODULE_PATHS, i);
+        }
+        s->mpaths[i] = json_string_value(p);
     }
     return 0;
 }
@@ -1465,8 +1495,9 @@ static int read_history(vt_snapshot *s, history_source *h, int64_t *ids, vt_err 
         return -1;
     }
     s->nhextra = h->nextra;
-    alloc_ctx ac = {s,         h->big->hallocs.elems,    {s->steps, s->nsites, device_index},
-                    s->hextra, VT_K_HISTORY_ALLOCATIONS, getenv(VT_CHECK_READERS) != NULL};
+    alloc_ctx ac = {
+        s,         h->big->hallocs.elems,    {s->steps, s->nsites, s->nmpaths, device_index},
+        s->hextra, VT_K_HISTORY_ALLOCATIONS, getenv(VT_CHECK_READERS) != NULL};
     hevent_ctx ec = {s, h->big->hevents.elems, ids};
     return parallel_for(h->nextra, parse_alloc, &ac, err) ||
                    parallel_for(h->nevents, parse_hevent, &ec, err)
@@ -1562,7 +1593,7 @@ int vt_snapshot_load(const char *path, vt_snapshot *s, vt_err *err)
     bool is_compact = vt_compact_is(s->buf, s->buflen);
     if ((is_compact && open_compact(s, &compact, err)) || collect_members(s, &big, err) ||
         check_format(s, err) || load_process(s, err) || load_devices(s, err) ||
-        load_modules(s, err))
+        load_modules(s, err) || load_mpaths(s, err))
         goto done;
     if (is_compact && vt_cnames_load(s->root, &names, err)) {
         fail_file(s, err);
@@ -1606,6 +1637,7 @@ void vt_snapshot_free(vt_snapshot *s)
     }
     free(s->sites);
     free(s->modules);
+    free(s->mpaths);
     free(s->site_evidence);
     for (size_t i = 0; i < s->nallocs; i++)
         free(s->allocs[i].labelled);

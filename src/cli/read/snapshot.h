@@ -76,11 +76,13 @@ typedef struct {
     int64_t birth_seq, death_seq; /* event numbers; death_seq -1 when alive at the end */
     vt_moment birth, death;       /* death is meaningful only when !alive_at_end */
     int32_t site;                 /* index into sites, -1 when stacks were off */
+    int32_t mpath;                /* index into mpaths, -1 when made under no nn.Module */
     int32_t device;
     uint8_t kind; /* vt_alloc_kind */
     bool alive_at_end;
     bool birth_from_stack; /* import: birth phase inferred from the allocation's own stack */
     bool before_window;    /* import: made before the recording began */
+    bool recomputed;       /* made by a forward run again inside backward (checkpointing) */
     /* Identity evidence: bytes of this allocation labelled with each category (overlapping
      * labels counted once), or NULL when it has no label. */
     int64_t *labelled;
@@ -232,6 +234,8 @@ typedef struct {
     size_t nsites;
     vt_module *modules;
     size_t nmodules;
+    const char **mpaths; /* nn.Module paths (`module_paths`), pointing into root */
+    size_t nmpaths;
     vt_lines *lines;        /* NULL until a site with module ids is loaded */
     uint8_t *site_evidence; /* evidence.c's cache, per site */
     vt_oom *oom_events;

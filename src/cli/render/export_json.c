@@ -90,6 +90,9 @@ static void print_rec(FILE *out, const tables *t, const vt_crec *c)
         fputs(", \"site\": null", out);
     else
         fprintf(out, ", \"site\": %" PRIu64, c->site);
+    if (c->mpath)
+        fprintf(out, ", \"module_path\": %" PRIu64 "%s", c->mpath - 1,
+                c->recomputed ? ", \"recomputed\": true" : "");
     for (size_t i = 0; i < c->nlabels; i++)
         fprintf(out, "%s{\"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"category\": %s}%s",
                 i ? ", " : ", \"labels\": [", c->labels[i].off, c->labels[i].bytes,

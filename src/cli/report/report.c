@@ -41,6 +41,8 @@ static void usage(FILE *out)
             "               checkpointing, peaks) as a Markdown table\n"
             "  --top N      sites shown per category (default %d)\n"
             "  --ascii      the line of live bytes per phase in plain characters\n"
+            "  --modules all  every nn.Module path in the bill by module (default: the\n"
+            "               heaviest)\n"
             "  --device N   only device N\n"
             "  --all-frames site labels and a post-mortem's stack keep the frames of the C\n"
             "               library, CUDA, vramtap and the framework's allocator, folded by\n"
@@ -64,15 +66,12 @@ static int parse_count(const char *s, long max, long *out)
 int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
                   void (*usage_fn)(FILE *out))
 {
-    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-                                             {"folded", no_argument, NULL, 'f'},
-                                             {"top", required_argument, NULL, 't'},
-                                             {"device", required_argument, NULL, 'd'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {"all-frames", no_argument, NULL, 'a'},
-                                             {"ascii", no_argument, NULL, 'A'},
-                                             {"record", no_argument, NULL, 'r'},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},          {"folded", no_argument, NULL, 'f'},
+        {"top", required_argument, NULL, 't'},     {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},          {"all-frames", no_argument, NULL, 'a'},
+        {"ascii", no_argument, NULL, 'A'},         {"record", no_argument, NULL, 'r'},
+        {"modules", required_argument, NULL, 'm'}, {NULL, 0, NULL, 0}};
     *o = (vt_report_opts){.top_n = VT_DEFAULT_TOP, .device = -1};
     vt_labels_all_frames(false);
     opterr = 0;
@@ -108,6 +107,13 @@ int vt_parse_opts(int argc, char **argv, vt_report_opts *o, bool allow_folded,
         case 'A':
             o->ascii = true;
             break;
+        case 'm':
+            if (strcmp(optarg, "all")) {
+                fprintf(stderr, "vramtap %s: --modules takes 'all', not '%s'\n", argv[0], optarg);
+                return -1;
+            }
+            o->modules_all = true;
+            break;
         case 'h':
             usage_fn(stdout);
             return -2;
@@ -139,6 +145,7 @@ int vt_loaded_open(const char *path, const vt_report_opts *o, vt_loaded *l, vt_e
 {
     memset(l, 0, sizeof *l);
     l->ascii = o->ascii;
+    l->modules_all = o->modules_all;
     if (vt_snapshot_load(path, &l->snap, err))
         return -1;
     vt_snapshot *s = &l->snap;
@@ -723,9 +730,9 @@ static void print_phase_peaks(FILE *out, const vt_device *d, const vt_phase_peak
     }
 }
 
-static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill, const vt_gaps *g)
+static void print_device(FILE *out, vt_loaded *l, const vt_bill *bill, const vt_gaps *g)
 {
-    const vt_snapshot *s = &l->snap;
+    vt_snapshot *s = &l->snap;
     const vt_device *d = bill->dev;
     char b[32], p[32];
     vt_print_device_title(out, d, g->device_unnamed);
@@ -769,6 +776,7 @@ static void print_device(FILE *out, const vt_loaded *l, const vt_bill *bill, con
         }
         print_theory(out, s, bill);
     }
+    vt_print_modules(out, s, bill, l->modules_all);
     print_sites(out, s, bill);
 }
 

@@ -12,6 +12,7 @@ typedef struct {
     int device;                /* -1: every device */
     bool json, folded, record; /* folded and record: report only */
     bool ascii;                /* the sparkline in plain characters */
+    bool modules_all;          /* --modules all: every path of the bill by module */
 } vt_report_opts;
 
 /* A snapshot with the bills of the devices the options select, and each one's phase peaks. */
@@ -20,7 +21,7 @@ typedef struct {
     vt_bill *bills;
     vt_phase_peaks *phase_peaks;
     size_t nbills;
-    bool ascii;
+    bool ascii, modules_all;
 } vt_loaded;
 
 /* Loads path and builds its bills; -1 with err when the file or --device is bad. */
@@ -49,6 +50,15 @@ void vt_print_sparkline(FILE *out, const vt_snapshot *s, const vt_device *d, boo
 int vt_coverage_check(const vt_snapshot *s, vt_err *err);
 void vt_print_coverage(FILE *out, const vt_snapshot *s);
 void vt_coverage_add_json(json_t *doc, const vt_snapshot *s);
+/* the bill by nn.Module path (modules_out.c): the heaviest paths, or all; nothing when the
+ * snapshot names none. JSON: every path, an empty array when none. */
+void vt_print_modules(FILE *out, vt_snapshot *s, const vt_bill *bill, bool all);
+json_t *vt_modules_json(vt_snapshot *s, const vt_bill *bill);
+/* diff: by module path, A against B (a NULL bill: the device is on one side only) */
+void vt_print_modules_diff(FILE *out, vt_snapshot *sa, const vt_bill *ba, vt_snapshot *sb,
+                           const vt_bill *bb, bool all);
+json_t *vt_modules_diff_json(vt_snapshot *sa, const vt_bill *ba, vt_snapshot *sb,
+                             const vt_bill *bb);
 /* the post-mortem of a kind "oom" snapshot (postmortem.c) */
 void vt_print_postmortem(FILE *out, vt_loaded *l);
 /* What to try first after an out-of-memory failure, given the category that dominates the

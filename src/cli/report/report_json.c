@@ -172,7 +172,7 @@ static json_t *theory_json(const vt_snapshot *s, const vt_bill *bill)
     return j;
 }
 
-static json_t *device_json(const vt_snapshot *s, const vt_bill *bill, const vt_phase_peaks *pp)
+static json_t *device_json(vt_snapshot *s, const vt_bill *bill, const vt_phase_peaks *pp)
 {
     const vt_device *d = bill->dev;
     bool checks = !bill->native && s->phase_markers;
@@ -199,6 +199,7 @@ static json_t *device_json(const vt_snapshot *s, const vt_bill *bill, const vt_p
     json_object_set_new(j, "evidence", evidence_json(bill));
     json_object_set_new(j, "library_workspace_bytes", json_integer(bill->workspace_bytes));
     json_object_set_new(j, "theory", theory_json(s, bill));
+    json_object_set_new(j, "modules", vt_modules_json(s, bill));
     json_t *pytorch = vt_pytorch_categories_json(s, d->device);
     if (pytorch)
         json_object_set_new(j, "pytorch_categories", pytorch);
@@ -264,7 +265,7 @@ json_t *vt_report_json(vt_loaded *l)
     for (size_t i = 0; i < s->argc; i++)
         json_array_append_new(command, json_string(s->argv[i]));
     for (size_t i = 0; i < l->nbills; i++)
-        json_array_append_new(devices, device_json(s, &l->bills[i], &l->phase_peaks[i]));
+        json_array_append_new(devices, device_json(&l->snap, &l->bills[i], &l->phase_peaks[i]));
     for (size_t i = 0; i < s->noom_events; i++)
         json_array_append_new(events, oom_event_json(&s->oom_events[i]));
     json_t *doc = json_pack(

@@ -25,6 +25,7 @@ import types
 
 import vramtap_identity
 import vramtap_lib
+import vramtap_modules
 
 __all__ = ["loaded", "phase", "step", "install"]
 
@@ -65,6 +66,8 @@ _steps_counted_elsewhere = False
 # post-hook, so the next phase to begin checks whether that frame is still on its thread.
 _open_steps = []
 _installed = False
+# The current nn.Module path (vramtap_modules.Paths), None when off.
+_paths = None
 
 
 class _Local(threading.local):
@@ -195,22 +198,44 @@ def _install_forward(torch, compiling):
     # for hook-free modules, and torch.compile(module) warns about global hooks.
     is_grad_enabled = torch.is_grad_enabled
     call = torch.nn.Module.__call__
+    paths = _paths
+    cell = paths.cell if paths else None
 
     @functools.wraps(call)
     def __call__(self, *args, **kwargs):
         # The compiler must not trace the thread-local read: ask it first.
-        if (compiling and compiling()) or _tls.inside_module_call:
+        if compiling and compiling():
             return call(self, *args, **kwargs)
+        if _tls.inside_module_call:
+            if paths is None:
+                return call(self, *args, **kwargs)
+            prev = paths.enter(self)
+            pid = cell.value
+            try:
+                out = call(self, *args, **kwargs)
+            finally:
+                cell.value = prev
+            if is_grad_enabled():
+                paths.hook_outputs(out, pid)
+            return out
         _tls.inside_module_call = True
-        opened = _outermost_begin(is_grad_enabled())
+        grad = is_grad_enabled()
+        opened = _outermost_begin(grad)
         if opened:
             vramtap_identity.note_forward(self, args, kwargs)
+        prev = paths.enter_root(self) if paths else 0
         try:
-            return call(self, *args, **kwargs)
+            out = call(self, *args, **kwargs)
+            if paths and grad:
+                paths.hook_outputs(out, cell.value)
+            return out
         except BaseException as e:
             _note_oom(e)
             raise
         finally:
+            if paths:
+                cell.value = prev
+                paths.forward_done()
             _tls.inside_module_call = False
             _outermost_end(opened)
 
@@ -267,6 +292,14 @@ def _install_backward(torch, compiling):
     # Tensor.backward looks torch.autograd.backward up at each call, so it is covered too.
     autograd = torch.autograd
     note = vramtap_identity.note_backward
+    if _paths is not None:
+        # A list per thread: backward calls nest (the backward of a checkpointed segment).
+        def note(delta, _identity=note, _local=threading.local()):
+            _identity(delta)
+            if delta > 0:
+                _local.__dict__.setdefault("prev", []).append(_paths.backward_begins())
+            else:
+                _paths.backward_ends(_local.prev.pop())
     autograd.backward = _phase_wrapper(autograd.backward, b"backward", compiling, note)
     autograd.grad = _phase_wrapper(autograd.grad, b"backward", compiling, note)
 
@@ -422,6 +455,8 @@ def install(env_at_start=None):
     if env_at_start is not None:
         _check_allocator_settings(torch, env_at_start)
     compiling = _compiling_probe(torch)
+    global _paths
+    _paths = vramtap_modules.make(vramtap_lib.library(), torch)
     failed = []
     vramtap_identity.install(torch)
     for what, fn in (("forward", _install_forward), ("backward", _install_backward),
