@@ -18,9 +18,14 @@
  * vramtap_module_path(), with VT_MPATH_RECOMPUTED set for a forward run again inside backward
  * (activation checkpointing). */
 extern VT_EXPORT _Atomic uint32_t vramtap_module_current;
+/* Device allocations recorded so far (wrapping): the hooks read it to tell whether a module's
+ * call made device memory, and give its outputs a backward hook only then. */
+extern VT_EXPORT uint32_t vramtap_module_allocs;
 
-static inline uint32_t vt_mpath_now(void)
+/* The path of an allocation being recorded (state lock held), which it counts. */
+static inline uint32_t vt_mpath_birth(void)
 {
+    vramtap_module_allocs++;
     return atomic_load_explicit(&vramtap_module_current, memory_order_relaxed);
 }
 

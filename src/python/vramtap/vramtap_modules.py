@@ -7,10 +7,11 @@ is cheaper than a call into the library, and each allocation the library records
 value it holds then. Paths are those of ``named_modules()`` of the outermost module (the root),
 computed once per root; a root itself is named by its class.
 
-Backward: each module output that requires grad gets a tensor hook that makes the module current
-when its gradient arrives, that is when autograd starts on that module's part of the graph (a
-full backward hook would wrap the outputs in a new autograd node, which changes the graph the
-program sees). A forward that runs while a backward is running is a recomputation (activation
+Backward: each output that requires grad of a module call that made device memory gets a tensor
+hook that makes the module current when its gradient arrives, that is when autograd starts on
+that module's part of the graph (a full backward hook would wrap the outputs in a new autograd
+node, which changes the graph the program sees). A call that made no device memory (CPU work)
+gets none: a hook costs about what a small tensor operation does. A forward that runs while a backward is running is a recomputation (activation
 checkpointing): its ids carry RECOMPUTED.
 """
 
@@ -24,6 +25,7 @@ RECOMPUTED = 0x80000000
 class Paths:
     def __init__(self, lib, tensor_type):
         self.cell = ctypes.c_uint32.in_dll(lib, "vramtap_module_current")
+        self.allocs = ctypes.c_uint32.in_dll(lib, "vramtap_module_allocs")
         self._intern = lib.vramtap_module_path
         self._intern.argtypes = [ctypes.c_char_p]
         self._intern.restype = ctypes.c_uint
@@ -109,7 +111,10 @@ class Paths:
         def now_in_backward_of(grad):
             cell.value = pid
 
-        t.register_hook(now_in_backward_of)
+        try:
+            t.register_hook(now_in_backward_of)
+        except RuntimeError:  # a tensor that takes no hook: its backward keeps the path before
+            pass
 
     def forward_done(self):
         """The outermost call returned: the ids of its outputs may be reused."""

@@ -200,6 +200,7 @@ def _install_forward(torch, compiling):
     call = torch.nn.Module.__call__
     paths = _paths
     cell = paths.cell if paths else None
+    allocs = paths.allocs if paths else None
 
     @functools.wraps(call)
     def __call__(self, *args, **kwargs):
@@ -209,13 +210,14 @@ def _install_forward(torch, compiling):
         if _tls.inside_module_call:
             if paths is None:
                 return call(self, *args, **kwargs)
+            made = allocs.value
             prev = paths.enter(self)
             pid = cell.value
             try:
                 out = call(self, *args, **kwargs)
             finally:
                 cell.value = prev
-            if is_grad_enabled():
+            if allocs.value != made and is_grad_enabled():
                 paths.hook_outputs(out, pid)
             return out
         _tls.inside_module_call = True
@@ -223,10 +225,11 @@ def _install_forward(torch, compiling):
         opened = _outermost_begin(grad)
         if opened:
             vramtap_identity.note_forward(self, args, kwargs)
+        made = allocs.value if paths else 0
         prev = paths.enter_root(self) if paths else 0
         try:
             out = call(self, *args, **kwargs)
-            if paths and grad:
+            if paths and grad and allocs.value != made:
                 paths.hook_outputs(out, cell.value)
             return out
         except BaseException as e:
