@@ -145,8 +145,7 @@ p = subprocess.run([CLI, "run", "--out", off, "--", PYTHON,
                    env=dict(env, VRAMTAP_MODULES="0"), capture_output=True, text=True, timeout=300)
 snaps = glob.glob(os.path.join(off, "vramtap.*.json"))
 if check(p.returncode == 0 and len(snaps) == 1, "a run with VRAMTAP_MODULES=0", show(p)):
-    with open(snaps[0]) as f:
-        snap = json.load(f)
+    snap = json.loads(subprocess.check_output([CLI, "export", "--json", snaps[0]]))
     check(snap["module_paths"] == [] and not any("module_path" in a for a in snap["allocations"]),
           "no module path with VRAMTAP_MODULES=0", snap["module_paths"])
 finish()
