@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 /* The first line: a byte no text file starts with, the name, the container's version. */
-#define VT_COMPACT_MAGIC "\x89VTSNAP 1\n"
+#define VT_COMPACT_MAGIC "\x89VTSNAP 2\n"
 #define VT_COMPACT_MAGIC_LEN 10
 #define VT_COMPACT_VERSION 2
 

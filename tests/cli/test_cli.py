@@ -691,7 +691,7 @@ BAD = {
     # compact files (the library's): cut in the allocations' section, a later container, a
     # record naming a kind the head's table does not have
     "compact_cut_short.json": "the compact file's section ALOC is cut short",
-    "compact_newer.json": "compact snapshot container version 9 is newer than this vramtap reads (1): update vramtap",
+    "compact_newer.json": "compact snapshot container version 9 is newer than this vramtap reads (2): update vramtap",
     "compact_bad_kind.json": "allocations[0].kind: 9 does not index compact.kinds",
 }
 
