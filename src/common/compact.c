@@ -270,12 +270,15 @@ int vt_compact_open(const char *buf, size_t len, vt_compact *c, char *why, size_
             snprintf(why, whylen, "the compact file is cut short (no %s section)", VT_SEC_END);
             return -1;
         }
-        char tag[5] = {0};
+        char tag[5] = {0}, shown[5] = {0};
         memcpy(tag, r.p, 4);
         r.p += 4;
+        /* A damaged tag is named in a message of one line: its odd bytes become '?'. */
+        for (int k = 0; k < 4; k++)
+            shown[k] = tag[k] >= 0x20 && tag[k] < 0x7f ? tag[k] : '?';
         uint64_t n = vt_creader_varint(&r);
         if (r.bad || n > (uint64_t)(r.end - r.p)) {
-            snprintf(why, whylen, "the compact file's section %.4s is cut short", tag);
+            snprintf(why, whylen, "the compact file's section %s is cut short", shown);
             return -1;
         }
         struct {
@@ -290,7 +293,7 @@ int vt_compact_open(const char *buf, size_t len, vt_compact *c, char *why, size_
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             if (!memcmp(tag, known[k].tag, 4)) {
                 if (*known[k].p) {
-                    snprintf(why, whylen, "the compact file has two %.4s sections", tag);
+                    snprintf(why, whylen, "the compact file has two %s sections", shown);
                     return -1;
                 }
                 *known[k].p = r.p;
