@@ -15,19 +15,12 @@ typedef struct {
     uint8_t cat;
 } owned_label;
 
-/* Almost every allocation holds one label (a tensor's storage): it is kept inline, so that a
- * step's thousand new gradients cost one allocation each, not two. v is used once cap > 1. */
 typedef struct {
     uint64_t id; /* the record's allocation id */
     UT_hash_handle hh;
     uint32_t n, cap;
-    owned_label one, *v;
+    owned_label *v;
 } owned;
-
-static owned_label *labels_of(owned *o)
-{
-    return o->cap > 1 ? o->v : &o->one;
-}
 
 /* A range that did not start at an allocation when labelled. Its label holds for an
  * allocation that contains `addr` and was live at some moment between the first and the last
@@ -73,7 +66,6 @@ static int attach(vt_rec *r, uint64_t len, uint8_t cat)
         if (!(o = calloc(1, sizeof *o)))
             return -1;
         o->id = r->id;
-        o->cap = 1;
         vt_hash_oom = 0;
         HASH_ADD(hh, by_alloc, id, sizeof o->id, o);
         if (vt_hash_oom) {
@@ -84,22 +76,20 @@ static int attach(vt_rec *r, uint64_t len, uint8_t cat)
     }
     if (len > r->size)
         len = r->size;
-    owned_label *v = labels_of(o);
     for (uint32_t i = 0; i < o->n; i++)
-        if (v[i].off == 0 && v[i].len == len) {
-            v[i].cat = cat;
+        if (o->v[i].off == 0 && o->v[i].len == len) {
+            o->v[i].cat = cat;
             return 0;
         }
     if (o->n == o->cap) {
-        uint32_t cap = o->cap * 2;
-        if (!(v = cap <= MAX_PER_ALLOC ? realloc(o->v, cap * sizeof *v) : NULL))
+        uint32_t cap = o->cap ? o->cap * 2 : 1;
+        owned_label *v = cap <= MAX_PER_ALLOC ? realloc(o->v, cap * sizeof *v) : NULL;
+        if (!v)
             return -1;
-        if (o->cap == 1)
-            v[0] = o->one;
         o->v = v;
         o->cap = cap;
     }
-    v[o->n++] = (owned_label){0, len, cat};
+    o->v[o->n++] = (owned_label){0, len, cat};
     return 0;
 }
 
@@ -234,9 +224,8 @@ int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r)
         z->owned = v;
         z->capowned = cap;
     }
-    const owned_label *v = labels_of(o);
     for (uint32_t i = 0; i < o->n; i++)
-        z->owned[z->nowned++] = (frozen_owned){r->id, v[i].off, v[i].len, v[i].cat};
+        z->owned[z->nowned++] = (frozen_owned){r->id, o->v[i].off, o->v[i].len, o->v[i].cat};
     return 1;
 }
 
