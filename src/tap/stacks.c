@@ -135,11 +135,11 @@ static int is_skipped(const void *ip)
     return 0;
 }
 
-static uint32_t find_locked(const uint64_t *frames, size_t keylen)
+static vt_stack *find_locked(const uint64_t *frames, size_t keylen)
 {
     vt_stack *s;
     HASH_FIND(hh, by_frames, frames, keylen, s);
-    return s ? s->id : VT_NO_SITE;
+    return s;
 }
 
 /* Publishes `s` (its key and modules filled in); 0 when it could not be. */
@@ -165,15 +165,16 @@ static int add_locked(vt_stack *s, size_t keylen)
 }
 
 /* A stack seen before costs one lookup under the lock. A new one has its modules recorded
- * first, with no lock held (that asks the loader), then is published. */
-static uint32_t intern(const uint64_t *frames, int n_native, int n_py)
+ * first, with no lock held (that asks the loader), then is published. NULL when it could not
+ * be interned. */
+static const vt_stack *intern(const uint64_t *frames, int n_native, int n_py)
 {
     size_t keylen = (size_t)(n_native + n_py) * sizeof(uint64_t);
     vt_lock_take(VT_LOCK_STACKS);
-    uint32_t id = find_locked(frames, keylen);
+    const vt_stack *found = find_locked(frames, keylen);
     vt_lock_give(VT_LOCK_STACKS);
-    if (id != VT_NO_SITE)
-        return id;
+    if (found)
+        return found;
     vt_stack *s = malloc(sizeof *s + keylen + (size_t)n_native * sizeof(uint16_t));
     if (s) {
         memset(&s->hh, 0, sizeof s->hh);
@@ -183,16 +184,69 @@ static uint32_t intern(const uint64_t *frames, int n_native, int n_py)
         vt_modules_resolve(frames, n_native, modules_of(s));
     }
     vt_lock_take(VT_LOCK_STACKS);
-    id = find_locked(frames, keylen);
-    int added = id == VT_NO_SITE && s && add_locked(s, keylen);
+    found = find_locked(frames, keylen);
+    int added = !found && s && add_locked(s, keylen);
     if (added)
-        id = s->id;
-    else if (id == VT_NO_SITE)
+        found = s;
+    else if (!found)
         dropped++;
     vt_lock_give(VT_LOCK_STACKS);
     if (!added)
         free(s);
-    return id;
+    return found;
+}
+
+/* Each thread remembers the stacks it interned last, by a hash of their frames: an allocation
+ * from a call chain seen before costs a hash and a comparison, with no lock and no walk of the
+ * shared table. Interned stacks are never freed, so a remembered one stays valid. */
+#define RECENT_SLOTS 64
+static VT_TLS const vt_stack *recent[RECENT_SLOTS];
+
+static uint64_t frames_hash(const uint64_t *frames, int n)
+{
+    uint64_t h = (uint64_t)n;
+    for (int i = 0; i < n; i++)
+        h = (h ^ frames[i]) * 0x9e3779b97f4a7c15ULL;
+    return h ^ h >> 32;
+}
+
+static uint32_t intern_recent(const uint64_t *frames, int n_native, int n_py)
+{
+    const vt_stack **slot = &recent[frames_hash(frames, n_native + n_py) % RECENT_SLOTS];
+    const vt_stack *s = *slot;
+    if (!s || s->n_native != n_native || s->n_py != n_py ||
+        memcmp(s->frames, frames, (size_t)(n_native + n_py) * sizeof(uint64_t))) {
+        s = intern(frames, n_native, n_py);
+        if (!s)
+            return VT_NO_SITE;
+        *slot = s;
+    }
+    return s->id;
+}
+
+/* The frames above the program's call (this library's, and attached, the CUDA libraries') are
+ * walked and dropped. A thread walks as many more than the depth kept as it dropped last time,
+ * and again, further, when that was too few: each frame walked costs about as much as a hash
+ * lookup. */
+static VT_TLS int dropped_last = -1;
+
+static int walk(void **ips, int *first)
+{
+    int extra = dropped_last >= 0 ? dropped_last : margin;
+    for (;;) {
+        int max = vt_cfg.depth + extra;
+        int n = backtrace_here(ips, max);
+        int f = 0;
+        while (f < n && is_skipped(ips[f]))
+            f++;
+        if (n == max && n - f < vt_cfg.depth && extra < margin) {
+            extra = margin;
+            continue;
+        }
+        dropped_last = f;
+        *first = f;
+        return n;
+    }
 }
 
 uint32_t vt_stack_here(void)
@@ -201,15 +255,13 @@ uint32_t vt_stack_here(void)
         return VT_NO_SITE;
     void *ips[VT_MAX_DEPTH + 64];
     uint64_t frames[VT_MAX_DEPTH * 2];
-    int n = backtrace_here(ips, vt_cfg.depth + margin);
-    int first = 0;
-    while (first < n && is_skipped(ips[first]))
-        first++;
+    int first;
+    int n = walk(ips, &first);
     int n_native = 0;
     for (int i = first; i < n && n_native < vt_cfg.depth; i++)
         frames[n_native++] = (uint64_t)(uintptr_t)ips[i];
     int n_py = vt_cfg.python_stacks ? vt_pystack_capture(frames + n_native, VT_MAX_DEPTH) : 0;
-    return intern(frames, n_native, n_py);
+    return intern_recent(frames, n_native, n_py);
 }
 
 uint32_t vt_stack_count(uint64_t *not_interned)
