@@ -4,12 +4,14 @@
  * per category) without applying vramtap's rules.
  *
  *   train_sim [--batch B] [--steps S] [--accum K] [--no-markers] [--killed-after N]
- *             [--opt-workspace MIB] [--layers N]
+ *             [--opt-workspace MIB] [--layers N] [--modules]
  *
  * --killed-after N: after N steps, print the bill so far and die by SIGKILL, as a job killed at
  * its time limit does. --opt-workspace M: a temporary of M MiB inside each optimizer step (a
  * fused optimizer's flat buffer), which makes the optimizer step the peak at small batches.
- * It also prints each phase's largest live bytes ("EXPECT phase NAME BYTES").
+ * It also prints each phase's largest live bytes ("EXPECT phase NAME BYTES"). --modules: each
+ * layer's forward and backward run under the module path "net.layers.L", the output is made
+ * under "net.head" (through include/vramtap.h, as a framework's hooks would).
  *
  * Per layer (4 unless --layers N, up to 16): a 4 MiB weight (layer 0 through VMM), a 4 MiB gradient
  * made in the first backward (on a worker thread, as PyTorch's autograd does), two 4 MiB optimizer
@@ -35,6 +37,8 @@
 
 static size_t batch = 4, opt_workspace = 0;
 static int markers = 1, layers = 4;
+/* --modules: ids of "net.layers.L" and, last, "net.head" (0 when off) */
+static unsigned module_ids[MAX_LAYERS + 1];
 static void *acts[MAX_LAYERS], *grads[MAX_LAYERS];
 static CUresult (*driver_alloc)(CUdeviceptr *, size_t);
 
@@ -78,7 +82,8 @@ static void print_bill(void)
         printf("EXPECT phase %s %zu\n", phase_names[p], phase_max[p]);
 }
 
-static void *alloc(size_t size, int cat)
+/* a frame of its own in every build: the tests read it in the stacks of a stripped binary */
+__attribute__((noinline)) static void *alloc(size_t size, int cat)
 {
     void *p;
     if (cudaMalloc(&p, size) != cudaSuccess) {
@@ -114,14 +119,31 @@ static void end(const char *phase)
     phase_now = NO_PHASE;
 }
 
+static unsigned enter_module(unsigned id)
+{
+    return vramtap_module_enter ? vramtap_module_enter(id) : 0;
+}
+
+static void name_modules(void)
+{
+    char path[32];
+    for (int l = 0; l <= layers && vramtap_module_path; l++) {
+        if (l < layers)
+            snprintf(path, sizeof path, "net.layers.%d", l);
+        module_ids[l] = vramtap_module_path(l < layers ? path : "net.head");
+    }
+}
+
 static void *backward_worker(void *arg)
 {
     (void)arg;
     for (int l = layers - 1; l >= 0; l--) {
+        unsigned outer = enter_module(module_ids[l]);
         if (!grads[l])
             grads[l] = alloc(4 * MiB, GRAD);
         release(alloc(2 * MiB, TEMP), 2 * MiB, TEMP);
         release(acts[l], batch * 512 * KiB, ACT);
+        enter_module(outer);
     }
     return NULL;
 }
@@ -143,7 +165,7 @@ static void vmm_weight(void)
 
 int main(int argc, char **argv)
 {
-    int steps = 3, accum = 1, killed_after = -1;
+    int steps = 3, accum = 1, killed_after = -1, name_modules_later = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc)
             batch = (size_t)atoi(argv[++i]);
@@ -160,9 +182,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
                  atoi(argv[i + 1]) <= MAX_LAYERS)
             layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--modules"))
+            name_modules_later = 1;
         else {
-            fprintf(stderr, "usage: train_sim [--batch B] [--steps S] [--accum K] [--no-markers] "
-                            "[--killed-after N] [--opt-workspace MIB] [--layers 1-16]\n");
+            fprintf(stderr,
+                    "usage: train_sim [--batch B] [--steps S] [--accum K] [--no-markers] "
+                    "[--killed-after N] [--opt-workspace MIB] [--layers 1-16] [--modules]\n");
             return 2;
         }
     }
@@ -172,6 +197,8 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (name_modules_later)
+        name_modules();
     vmm_weight();
     for (int l = 1; l < layers; l++)
         alloc(4 * MiB, PARAM);
@@ -185,10 +212,14 @@ int main(int argc, char **argv)
             if (output)
                 release(output, batch * 128 * KiB, ACT);
             for (int l = 0; l < layers; l++) {
+                unsigned outer = enter_module(module_ids[l]);
                 acts[l] = alloc(batch * 512 * KiB, ACT);
                 release(alloc(1 * MiB, TEMP), 1 * MiB, TEMP);
+                enter_module(outer);
             }
+            unsigned outer = enter_module(module_ids[layers]);
             output = alloc(batch * 128 * KiB, ACT);
+            enter_module(outer);
             end(VRAMTAP_FORWARD);
 
             begin(VRAMTAP_BACKWARD, BACKWARD);

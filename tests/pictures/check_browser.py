@@ -8,7 +8,9 @@ chart is an <svg> with one <path> per category; the bill table holds the report'
 figures. A screenshot of each page is kept beside this test's build folder. On the training
 run's page, real mouse input (the DevTools protocol over a pipe, no port) zooms to a step and
 hovers inside it: the axis then spans that step and the hover box shows the figures of the
-moment under the pointer."""
+moment under the pointer. The run with module paths opens grouped by module: one area per
+module group, the peak's label, the table and the flame graph by module path holding the
+report's bytes per path; its "group by" buttons switch to categories and stacks and back."""
 import fcntl
 import html.parser
 import json
@@ -35,7 +37,9 @@ class Dom(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.root = None
-        self.charts = {}  # device -> [category of each path]
+        self.charts = {}  # device -> [(category or module group, d) of each path]
+        self.flame_paths = {}  # module path -> data-bytes of its rectangle in the flame graph
+        self.module_cells = {}  # module path -> data-bytes of its row in the table by module
         self.cells = {}   # (device, category) -> data-bytes of the bill table
         self.oom_size = None
         self.oom_row = []  # the post-mortem table's cells: [data-bytes or None, text]
@@ -56,7 +60,12 @@ class Dom(html.parser.HTMLParser):
         if tag == "svg" and a.get("class") != "vt-chart":
             self._chart = None
         if tag == "path" and self._chart is not None:
-            self.charts[self._chart].append((a.get("data-category"), a.get("d") or ""))
+            self.charts[self._chart].append((a.get("data-category") or a.get("data-group"),
+                                             a.get("d") or ""))
+        if tag == "rect" and a.get("data-path"):
+            self.flame_paths[a["data-path"]] = int(a["data-bytes"])
+        if tag == "td" and a.get("data-path"):
+            self.module_cells[a["data-path"]] = int(a["data-bytes"])
         if tag == "td" and a.get("data-category") and self._device is not None:
             self.cells[(self._device, a["data-category"])] = int(a["data-bytes"])
         if tag == "td" and a.get("id") == "oom-size":
@@ -97,20 +106,7 @@ def page_requests(netlog):
 def browse(name, snap_path, out, artefacts):
     page = os.path.join(out, name + ".html")
     cli("view", snap_path, "-o", page)
-    shot = os.path.join(artefacts, name + ".png")
-    netlog = os.path.join(out, name + ".netlog")
-    p = subprocess.run([CHROMIUM, *FLAGS, "--user-data-dir=" + os.path.join(out, "profile-" + name),
-                        "--log-net-log=" + netlog, "--screenshot=" + shot, "--dump-dom",
-                        "file://" + page], capture_output=True, text=True, timeout=120)
-    expect(p.returncode, 0, name + ": chromium exit status\n" + p.stderr[-2000:])
-    console = [l for l in p.stderr.splitlines() if ":CONSOLE" in l]
-    expect(console, [], name + ": console messages")
-    expect(page_requests(netlog), [], name + ": network requests")
-    check(os.path.exists(shot) and os.path.getsize(shot) > 20000, name + ": screenshot " + shot)
-    dom = Dom()
-    dom.feed(p.stdout)
-    dom.html = p.stdout
-    expect((dom.root or {}).get("data-rendered"), "true", name + ": rendered")
+    dom = render(name, page, out, artefacts)
     data, rep = page_data(page), report(snap_path)
     for dev in data["devices"]:
         d = dev["device"]
@@ -127,6 +123,25 @@ def browse(name, snap_path, out, artefacts):
             if w["exact"]:
                 held = [c for k, c in enumerate(CATS) if any(w["cats"][k])]
                 expect(drawn, held, "%s cuda:%d: categories drawn" % (name, d))
+    return dom
+
+
+def render(name, page, out, artefacts):
+    """The page in chromium: rendered, no console message, no request; its DOM."""
+    shot = os.path.join(artefacts, name + ".png")
+    netlog = os.path.join(out, name + ".netlog")
+    p = subprocess.run([CHROMIUM, *FLAGS, "--user-data-dir=" + os.path.join(out, "profile-" + name),
+                        "--log-net-log=" + netlog, "--screenshot=" + shot, "--dump-dom",
+                        "file://" + page], capture_output=True, text=True, timeout=120)
+    expect(p.returncode, 0, name + ": chromium exit status\n" + p.stderr[-2000:])
+    console = [l for l in p.stderr.splitlines() if ":CONSOLE" in l]
+    expect(console, [], name + ": console messages")
+    expect(page_requests(netlog), [], name + ": network requests")
+    check(os.path.exists(shot) and os.path.getsize(shot) > 20000, name + ": screenshot " + shot)
+    dom = Dom()
+    dom.feed(p.stdout)
+    dom.html = p.stdout
+    expect((dom.root or {}).get("data-rendered"), "true", name + ": rendered")
     return dom
 
 
@@ -287,6 +302,43 @@ def zoom_and_hover(page, out):
         b.close()
 
 
+def browse_modules(out, artefacts):
+    """The run with module paths, opened grouped by module, then switched by its buttons."""
+    os.makedirs(os.path.join(out, "modules"))
+    snap = simulated(os.path.join(out, "modules"), ("--batch", "4", "--steps", "3", "--modules"))[0]
+    page = os.path.join(out, "by-module.html")
+    cli("view", "--by", "module", snap, "-o", page)
+    dom = render("by-module", page, out, artefacts)
+    dev, rdev = page_data(page)["devices"][0], report(snap)["devices"][0]
+    labels = [g["label"] for g in dev["module_groups"]]
+    expect([c for c, _ in dom.charts.get(0, [])], labels, "by module: one area per group")
+    rows = {("(outside modules)" if m["path"] is None else m["path"]): m["bytes"]
+            for m in rdev["modules"] if m["bytes"]}
+    expect(dom.flame_paths, rows, "by module: the flame graph's bytes per path")
+    expect(dom.module_cells, rows, "by module: the table's bytes per path")
+    peak = re.search(r'<text class="peaklabel"[^>]*>(.*?)</text>', dom.html)
+    lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", peak.group(1) if peak else "")
+    expect(lines[1:], ["%s %s" % (g["label"], js_bytes(g["peak_bytes"]))
+                       for g in dev["module_groups"] if g["peak_bytes"]],
+           "by module: the peak's label")
+    b = Browser(os.path.join(out, "profile-modules"))
+    chart = "[...document.querySelectorAll('svg.vt-chart path.vt-area')]"
+    areas = chart + ".map(p=>p.getAttribute('data-category')||p.getAttribute('data-group'))"
+    flame = "document.querySelectorAll('svg.vt-flame rect[data-path]').length"
+    try:
+        check(b.open("file://" + page), "by module: the page rendered")
+        for by, want, nflame in (("category", CATS, 0), ("module", labels, len(rows))):
+            at = b.js("(function(){const r=document.querySelector('.groupby button[data-by=%s]')"
+                      ".getBoundingClientRect();return [r.left+r.width/2,r.top+r.height/2];})()"
+                      % by)
+            b.mouse("mousePressed", *at)
+            b.mouse("mouseReleased", *at)
+            expect(b.js(areas), want, "group by %s: the chart's areas" % by)
+            expect(b.js(flame), nflame, "group by %s: flame rectangles by module path" % by)
+    finally:
+        b.close()
+
+
 def main():
     if not CHROMIUM:
         print("skip: chromium is not installed (scripts/deps.sh installs it)")
@@ -312,6 +364,7 @@ def main():
     browse("kineto-import", imported("synthetic.pt.trace.json", out), out, artefacts)
     browse("pickle-import", imported("synthetic.pickle", out), out, artefacts)
     browse_untimed(out, artefacts)
+    browse_modules(out, artefacts)
     print("screenshots in " + artefacts)
 
 

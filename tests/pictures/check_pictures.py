@@ -4,7 +4,7 @@ post-mortem, and imports of the committed Kineto and pickle fixtures; and a hist
 events. Every figure is checked exactly against an independent replay of the snapshot's history
 and against `vramtap report --json`.
 
-    check_pictures.py sim | postmortem | imports | big"""
+    check_pictures.py sim | postmortem | imports | sparkline | modules | big"""
 import json
 import os
 import random
@@ -219,6 +219,121 @@ def case_sparkline():
         expect(cells, "".join(chars[v] for v in levels), "sparkline %s" % flag)
         expect(lines[i + 1], " " * (13 + peak) + "^ the peak", "the peak's mark %s" % flag)
     expect(len(tl), 9, "phase instances of three steps")
+
+
+def group_of(a, groups, paths, listed):
+    """The label of the group an allocation is drawn in (docs/modules.md, "The pictures"): the
+    deepest group path at or above its module path (a group marked own holds its path only);
+    a path in none is "other modules"; memory the file names no path for is outside modules
+    when listed at the peak, else "(path not recorded)" when the page has that group."""
+    labels = [g["label"] for g in groups]
+    if a.get("module_path") is None:
+        unknown = "(path not recorded)"
+        return unknown if not listed and unknown in labels else "(outside modules)"
+    path, best = paths[a["module_path"]], None
+    for g in groups:
+        p = g["path"]
+        if p is not None and (path == p or (not g["own"] and path.startswith(p + "."))):
+            if best is None or len(p) > len(best["path"]):
+                best = g
+    return best["label"] if best else "other modules"
+
+
+def replay_groups(snap, groups, device):
+    """Live bytes of each group after each event of each window: [[(time_s, (bytes, ...))]]."""
+    listed = {a["id"] for a in snap["allocations"]}
+    allocs = {a["id"]: a for a in snap["allocations"] + snap.get("history_allocations", [])}
+    labels = [g["label"] for g in groups]
+    slot = {i: labels.index(group_of(a, groups, snap["module_paths"], i in listed))
+            for i, a in allocs.items() if a["device"] == device}
+    out = []
+    for w in snap["history"]["windows"]:
+        live = [0] * len(groups)
+        for i, a in allocs.items():
+            if i in slot and a["birth_seq"] < w["start_seq"] and (
+                    a["death_seq"] is None or a["death_seq"] >= w["start_seq"]):
+                live[slot[i]] += a["size"]
+        states = [(w["start_s"], tuple(live))]
+        for t, i, b in snap["history_events"][w["first_event"]:w["first_event"] + w["events"]]:
+            if i in slot:
+                live[slot[i]] += b
+                states.append((t, tuple(live)))
+        out.append(states)
+    return out
+
+
+def case_modules():
+    """The simulated run with module paths (train_sim --modules: net.layers.L, net.head), drawn
+    by module: the groups, their bytes at the peak against `report --json`'s modules[], every
+    point of the chart against an independent replay by group, the module flame graph, and the
+    Perfetto counters by group. A snapshot without paths refuses --by module."""
+    out = tmpdir()
+    snaps = simulated(out, ("--batch", "4", "--steps", "3", "--modules"))
+    expect(len(snaps), 1, "snapshots of the simulated run with modules")
+    snap_path = snaps[0]
+    snap, rep = load(snap_path), report(snap_path)
+    html, trace = os.path.join(out, "modules.html"), os.path.join(out, "modules.trace.json")
+    cli("view", "--by", "module", snap_path, "-o", html)
+    cli("export", "--perfetto", "--by", "module", snap_path, "-o", trace)
+    data = page_data(html)
+    expect(data["by"], "module", "the page opens grouped by module")
+    dev, rdev = data["devices"][0], rep["devices"][0]
+    rows = {m["path"]: m for m in rdev["modules"]}
+    groups = dev["module_groups"]
+    # five path groups fit: net splits into net.layers and net.head, net.layers into its layers
+    layers = sorted((p for p in rows if p and p.startswith("net.layers.")),
+                    key=lambda p: (-rows[p]["bytes"], p))
+    cut = sorted(layers + ["net.head"], key=lambda p: (-rows[p]["bytes"], p))
+    expect([g["label"] for g in groups], cut + ["(path not recorded)", "(outside modules)"],
+           "the module groups")
+    want = {}
+    for g in groups:
+        if g["path"] is not None:
+            want[g["label"]] = rows[g["path"]]["self_bytes" if g["own"] else "bytes"]
+    want["(outside modules)"] = rows[None]["bytes"]
+    want["(path not recorded)"] = 0
+    expect({g["label"]: g["peak_bytes"] for g in groups}, want,
+           "each group's bytes at the peak = the report's row")
+    expect(sum(g["peak_bytes"] for g in groups), rdev["live_bytes"], "the groups add up")
+    sdev = snap["devices"][0]
+    for k, (w, states) in enumerate(zip(dev["windows"], replay_groups(snap, groups, 0))):
+        n = len(w["t"])
+        expect([len(c) for c in w["groups"]], [n] * len(groups), "window %d: a column per group" % k)
+        points = [(w["t"][i], tuple(c[i] for c in w["groups"])) for i in range(n)]
+        bad = [p for p in points if p not in set(states)]
+        expect(bad[:3], [], "window %d: points by group that are no real moment" % k)
+        expect([sum(v) for _, v in points], [sum(c[i] for c in w["cats"]) for i in range(n)],
+               "window %d: by group and by category, the same totals" % k)
+        if w["start_s"] <= sdev["peak_time_s"] <= w["end_s"]:
+            i = w["t"].index(sdev["peak_time_s"])
+            expect([c[i] for c in w["groups"]], [g["peak_bytes"] for g in groups],
+                   "window %d: groups at the drawn peak" % k)
+    flame = {}
+
+    def walk(n):
+        for c in n["children"]:
+            flame[c["path"]] = c["value"]
+            walk(c)
+    walk(dev["module_flame"])
+    expect(dev["module_flame"]["value"], rdev["live_bytes"], "module flame root")
+    expect(flame, {p: m["bytes"] for p, m in rows.items() if m["bytes"]},
+           "module flame: every path's bytes = the report's")
+    events = load(trace)["traceEvents"]
+    counters = [e for e in events if e["ph"] == "C"]
+    expect({tuple(e["args"]) for e in counters}, {tuple(g["label"] for g in groups)},
+           "Perfetto: one counter argument per group")
+    peak = [e["args"] for e in counters if near_us(e["ts"], sdev["peak_time_s"])]
+    expect(peak[-1:], [{g["label"]: g["peak_bytes"] for g in groups}],
+           "Perfetto: the counters at the peak")
+    moments = {v for states in replay_groups(snap, groups, 0) for _, v in states}
+    bad = [e["args"] for e in counters
+           if tuple(e["args"][g["label"]] for g in groups) not in moments]
+    expect(bad[:3], [], "Perfetto: counters by group that are no real moment")
+    os.makedirs(os.path.join(out, "plain"))
+    plain = simulated(os.path.join(out, "plain"))[0]
+    p = cli("view", "--by", "module", plain, "-o", os.path.join(out, "plain.html"), want=2)
+    check("names no nn.Module paths" in p.stderr, "--by module without paths: %r" % p.stderr)
+    check(not os.path.exists(os.path.join(out, "plain.html")), "no page without paths")
 
 
 def case_big(nevents=100000):

@@ -58,8 +58,26 @@ static void flush(vt_series *s, run *r)
     r->n = 0;
 }
 
+static int slot_category(vt_snapshot *snap, const vt_alloc *a, bool native, const void *ctx,
+                         int *slot, vt_err *err)
+{
+    (void)ctx;
+    vt_category c;
+    if (vt_category_of(snap, a, native, &c, err))
+        return -1;
+    *slot = (int)c;
+    return 0;
+}
+
 int vt_series_build(vt_snapshot *snap, const vt_window *win, int device, bool native,
                     size_t max_points, vt_series *out, vt_err *err)
+{
+    return vt_series_build_by(snap, win, device, native, slot_category, NULL, max_points, out, err);
+}
+
+int vt_series_build_by(vt_snapshot *snap, const vt_window *win, int device, bool native,
+                       vt_slot_fn slot, const void *ctx, size_t max_points, vt_series *out,
+                       vt_err *err)
 {
     memset(out, 0, sizeof *out);
     out->win = win;
@@ -70,8 +88,8 @@ int vt_series_build(vt_snapshot *snap, const vt_window *win, int device, bool na
         const vt_alloc *a = snap->hallocs[i];
         if (a->device == device && a->birth_seq >= 0 && a->birth_seq < win->start_seq &&
             (a->alive_at_end || a->death_seq < 0 || a->death_seq >= win->start_seq)) {
-            vt_category c;
-            if (vt_category_of(snap, a, native, &c, err))
+            int c;
+            if (slot(snap, a, native, ctx, &c, err))
                 return -1;
             cur.cat[c] += a->size;
         }
@@ -96,8 +114,8 @@ int vt_series_build(vt_snapshot *snap, const vt_window *win, int device, bool na
         const vt_alloc *a = snap->hallocs[e->alloc];
         if (a->device != device)
             continue;
-        vt_category c;
-        if (vt_category_of(snap, a, native, &c, err)) {
+        int c;
+        if (slot(snap, a, native, ctx, &c, err)) {
             free(out->pts);
             out->pts = NULL;
             return -1;

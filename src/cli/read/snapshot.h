@@ -360,7 +360,7 @@ bool vt_snapshot_native(const vt_snapshot *snap);
 
 /* --- history.c: live bytes over time, by category --------------------------------------- */
 
-/* The live bytes of each category just after an event (or at a window's start). */
+/* The live bytes of each category (or group) just after an event (or at a window's start). */
 typedef struct {
     double t;
     int64_t cat[VT_NCATS];
@@ -384,6 +384,15 @@ typedef struct {
 
 int vt_series_build(vt_snapshot *snap, const vt_window *win, int device, bool native,
                     size_t max_points, vt_series *out, vt_err *err);
+/* Which of a point's VT_NCATS slots an allocation's bytes go to (vt_series_build: its
+ * category); -1 with err when a site cannot be read. */
+typedef int (*vt_slot_fn)(vt_snapshot *snap, const vt_alloc *a, bool native, const void *ctx,
+                          int *slot, vt_err *err);
+/* The same series stacked by another grouping (the pictures' module groups). The points kept
+ * depend on the totals only, so both groupings keep the same moments. */
+int vt_series_build_by(vt_snapshot *snap, const vt_window *win, int device, bool native,
+                       vt_slot_fn slot, const void *ctx, size_t max_points, vt_series *out,
+                       vt_err *err);
 void vt_series_free(vt_series *s);
 
 /* One phase instance of the per-phase timeline (top-level `timeline`). */

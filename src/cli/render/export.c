@@ -9,14 +9,16 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vramtap export --perfetto [-o FILE.json] SNAPSHOT\n"
+            "usage: vramtap export --perfetto [--by category|module] [-o FILE.json] SNAPSHOT\n"
             "       vramtap export --json [-o FILE.json] SNAPSHOT\n"
             "\n"
             "--perfetto writes the snapshot as Chrome trace-event JSON, which Perfetto UI\n"
             "(ui.perfetto.dev, 'Open trace file') and chrome://tracing open: per device a counter\n"
             "of live bytes for each category (from the allocation history, and at the peak from\n"
             "its bill), the phases and steps as slices, the peak and each out-of-memory error as\n"
-            "instant events.\n"
+            "instant events. With --by module the counters are per module group instead of per\n"
+            "category: the heaviest nn.Module subtrees at the peak (at most five), 'other\n"
+            "modules' and '(outside modules)'.\n"
             "\n"
             "--json writes the snapshot as the JSON document docs/snapshot-format.md describes,\n"
             "for people and tools (jq, Python's json): the library writes a compact binary file,\n"
@@ -25,6 +27,7 @@ static void usage(FILE *out)
             "options:\n"
             "  --perfetto  the trace\n"
             "  --json      the snapshot as JSON\n"
+            "  --by module with --perfetto: live bytes by module group (default: by category)\n"
             "  -o FILE     where to write it ('-': standard output). Default: for --perfetto the\n"
             "              snapshot's name with .perfetto.json instead of .json, in the working\n"
             "              directory; for --json standard output\n"

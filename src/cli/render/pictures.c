@@ -30,26 +30,36 @@ double vt_picture_end(const vt_snapshot *s)
     return end;
 }
 
-int vt_picture_build(vt_loaded *l, const vt_bill *bill, size_t max_points, vt_picture *p,
-                     vt_err *err)
+int vt_picture_build(vt_loaded *l, const vt_bill *bill, size_t max_points, bool by_module,
+                     vt_picture *p, vt_err *err)
 {
     vt_snapshot *s = &l->snap;
     memset(p, 0, sizeof *p);
     p->bill = bill;
     p->series = calloc(s->nwindows + 1, sizeof *p->series);
-    if (!p->series) {
+    p->mseries = calloc(s->nwindows + 1, sizeof *p->mseries);
+    if (!p->series || !p->mseries) {
         vt_err_set(err, "%s: out of memory", s->path);
+        vt_picture_free(p);
         return -1;
     }
+    if (by_module && vt_module_groups_build(s, bill, &p->groups, err)) {
+        vt_picture_free(p);
+        return -1;
+    }
+    int device = bill->dev->device;
     for (size_t w = 0; w < s->nwindows; w++) {
-        if (vt_series_build(s, &s->windows[w], bill->dev->device, bill->native, max_points,
-                            &p->series[p->nseries], err)) {
+        if (vt_series_build(s, &s->windows[w], device, bill->native, max_points,
+                            &p->series[p->nseries], err) ||
+            (p->groups.any &&
+             vt_series_build_by(s, &s->windows[w], device, bill->native, p->groups.slot, &p->groups,
+                                max_points, &p->mseries[p->nseries], err))) {
             vt_picture_free(p);
             return -1;
         }
         p->nseries++;
     }
-    if (vt_timeline_load(s, bill->dev->device, &p->timeline, &p->ntimeline, err)) {
+    if (vt_timeline_load(s, device, &p->timeline, &p->ntimeline, err)) {
         vt_picture_free(p);
         return -1;
     }
@@ -58,9 +68,14 @@ int vt_picture_build(vt_loaded *l, const vt_bill *bill, size_t max_points, vt_pi
 
 void vt_picture_free(vt_picture *p)
 {
-    for (size_t i = 0; i < p->nseries; i++)
+    /* the window being built when something failed counts too */
+    for (size_t i = 0; i <= p->nseries && p->series && p->mseries; i++) {
         vt_series_free(&p->series[i]);
+        vt_series_free(&p->mseries[i]);
+    }
     free(p->series);
+    free(p->mseries);
+    vt_module_groups_free(&p->groups);
     free(p->timeline);
     memset(p, 0, sizeof *p);
 }
@@ -86,13 +101,22 @@ static char *default_output(const char *snapshot, const char *ext)
     return out;
 }
 
-static int write_picture(const vt_picture_verb *verb, const char *snapshot, const char *output)
+static int write_picture(const vt_picture_verb *verb, const char *snapshot, const char *output,
+                         bool by_module)
 {
     vt_report_opts o = {.top_n = VT_DEFAULT_TOP * 2, .device = -1};
     vt_loaded l;
     vt_err err;
     if (vt_loaded_open(snapshot, &o, &l, &err)) {
         fprintf(stderr, "vramtap %s: %s\n", verb->name, err.msg);
+        return 2;
+    }
+    if (by_module && !l.snap.nmpaths) {
+        fprintf(stderr,
+                "vramtap %s: %s names no nn.Module paths (recorded without the PyTorch hooks, or "
+                "with VRAMTAP_MODULES=0): --by module has nothing to group\n",
+                verb->name, snapshot);
+        vt_loaded_close(&l);
         return 2;
     }
     char *path = output ? strdup(output) : default_output(snapshot, verb->ext);
@@ -103,7 +127,7 @@ static int write_picture(const vt_picture_verb *verb, const char *snapshot, cons
         fprintf(stderr, "vramtap %s: %s: cannot create: %s\n", verb->name, path ? path : "?",
                 strerror(path ? errno : ENOMEM));
         rc = 2;
-    } else if (verb->render(f, &l, &err)) {
+    } else if (verb->render(f, &l, by_module, &err)) {
         fprintf(stderr, "vramtap %s: %s\n", verb->name, err.msg);
         rc = 2;
     }
@@ -125,10 +149,11 @@ int vt_picture_command(int argc, char **argv, const vt_picture_verb *verb)
     /* without a format, its entry's NULL name ends the list */
     const struct option longopts[] = {{"output", required_argument, NULL, 'o'},
                                       {"help", no_argument, NULL, 'h'},
+                                      {"by", required_argument, NULL, 'b'},
                                       {verb->format, no_argument, NULL, 'f'},
                                       {NULL, 0, NULL, 0}};
     const char *output = NULL;
-    bool format = false;
+    bool format = false, by_module = false;
     opterr = 0;
     optind = 1;
     int c;
@@ -139,6 +164,14 @@ int vt_picture_command(int argc, char **argv, const vt_picture_verb *verb)
             break;
         case 'o':
             output = optarg;
+            break;
+        case 'b':
+            if (strcmp(optarg, "module") && strcmp(optarg, "category")) {
+                fprintf(stderr, "vramtap %s: --by %s: expected category or module\n", verb->name,
+                        optarg);
+                return 2;
+            }
+            by_module = !strcmp(optarg, "module");
             break;
         case 'h':
             verb->usage(stdout);
@@ -157,5 +190,5 @@ int vt_picture_command(int argc, char **argv, const vt_picture_verb *verb)
         verb->usage(stderr);
         return 2;
     }
-    return write_picture(verb, argv[optind], output);
+    return write_picture(verb, argv[optind], output, by_module);
 }

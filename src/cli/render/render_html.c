@@ -128,17 +128,63 @@ static json_t *i64_array(const int64_t *v, size_t n)
     return a;
 }
 
-static json_t *series_json(const vt_series *sr)
+/* The module tree at the peak as the icicle's nodes: the report's rows by module, each path
+ * holding those below it, and the memory made outside every module beside them. */
+static json_t *module_flame_json(vt_snapshot *s, const vt_bill *bill, vt_err *err)
 {
-    json_t *o = json_object(), *t = json_array(), *cats = json_array();
-    for (size_t i = 0; i < sr->npts; i++)
-        json_array_append_new(t, json_real(sr->pts[i].t));
-    for (int c = 0; c < VT_NCATS; c++) {
+    vt_module_bill mb;
+    if (vt_module_bill_build(s, bill->dev, bill->native, &mb, err))
+        return NULL;
+    char name[32];
+    snprintf(name, sizeof name, "%s%d", vt_device_word(s), bill->dev->device);
+    json_t *root = json_pack("{s:s, s:[]}", "name", name, "children");
+    json_t *stack[64] = {json_object_get(root, "children")};
+    int64_t total = 0, cats[VT_NCATS] = {0};
+    for (size_t i = 0; i < mb.n; i++) {
+        const vt_module_row *r = &mb.rows[i];
+        /* a path deeper than the stack holds hangs from the deepest level kept */
+        int depth = !r->path ? 0 : r->depth < 63 ? r->depth : 62;
+        if (r->depth == 0 || !r->path) {
+            total += r->bytes;
+            for (int c = 0; c < VT_NCATS; c++)
+                cats[c] += r->cat[c];
+        }
+        if (!r->bytes)
+            continue; /* nor anything below it */
+        json_t *kids = json_array();
+        json_t *node =
+            json_pack("{s:s, s:o, s:I, s:I, s:I, s:o, s:o}", "name", r->name, "path",
+                      r->path ? json_string(r->path) : json_null(), "value", (json_int_t)r->bytes,
+                      "count", (json_int_t)r->count, "saved", (json_int_t)r->saved, "cats",
+                      i64_array(r->cat, VT_NCATS), "children", kids);
+        json_array_append_new(stack[depth], node);
+        stack[depth + 1] = kids;
+    }
+    json_object_set_new(root, "value", json_integer(total));
+    json_object_set_new(root, "cats", i64_array(cats, VT_NCATS));
+    vt_module_bill_free(&mb);
+    return root;
+}
+
+/* The slots' columns of a series: one array per category or group, a value per point. */
+static json_t *columns_json(const vt_series *sr, size_t nslots)
+{
+    json_t *cols = json_array();
+    for (size_t c = 0; c < nslots; c++) {
         json_t *col = json_array();
         for (size_t i = 0; i < sr->npts; i++)
             json_array_append_new(col, json_integer(sr->pts[i].cat[c]));
-        json_array_append_new(cats, col);
+        json_array_append_new(cols, col);
     }
+    return cols;
+}
+
+/* by module: the same moments (the points kept depend on the totals only) stacked by group */
+static json_t *series_json(const vt_series *sr, const vt_series *by_module, size_t ngroups)
+{
+    json_t *o = json_object(), *t = json_array();
+    for (size_t i = 0; i < sr->npts; i++)
+        json_array_append_new(t, json_real(sr->pts[i].t));
     json_object_set_new(o, "label", json_string(vt_window_label(sr->win)));
     json_object_set_new(o, "start_s", json_real(sr->win->start_s));
     json_object_set_new(o, "end_s", json_real(sr->win->end_s));
@@ -148,7 +194,8 @@ static json_t *series_json(const vt_series *sr)
     json_object_set_new(o, "points", json_integer((json_int_t)sr->npts));
     json_object_set_new(o, "max_total", json_integer(vt_point_total(&sr->pts[sr->peak_pt])));
     json_object_set_new(o, "t", t);
-    json_object_set_new(o, "cats", cats);
+    json_object_set_new(o, "cats", columns_json(sr, VT_NCATS));
+    json_object_set_new(o, "groups", ngroups ? columns_json(by_module, ngroups) : json_null());
     return o;
 }
 
@@ -168,20 +215,36 @@ static json_t *timeline_json(const vt_picture *p)
     return a;
 }
 
+static json_t *groups_json(const vt_module_groups *g)
+{
+    char buf[1024];
+    json_t *a = json_array();
+    for (size_t i = 0; i < g->n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:o, s:b, s:s, s:I}", "label",
+                                           vt_module_group_label(g, i, buf, sizeof buf), "path",
+                                           g->path[i] ? json_string(g->path[i]) : json_null(),
+                                           "own", g->own[i], "color", vt_module_group_color(g, i),
+                                           "peak_bytes", (json_int_t)g->peak_bytes[i]));
+    return a;
+}
+
 static json_t *device_json(vt_loaded *l, const vt_bill *bill, vt_err *err)
 {
     const vt_device *d = bill->dev;
     vt_picture p;
-    if (vt_picture_build(l, bill, VT_VIEW_POINTS, &p, err))
+    if (vt_picture_build(l, bill, VT_VIEW_POINTS, true, &p, err))
         return NULL;
     json_t *flame = flame_json(&l->snap, bill, err);
-    if (!flame) {
+    json_t *mflame = flame && p.groups.any ? module_flame_json(&l->snap, bill, err) : NULL;
+    if (!flame || (p.groups.any && !mflame)) {
+        json_decref(flame);
         vt_picture_free(&p);
         return NULL;
     }
+    size_t ngroups = p.groups.any ? p.groups.n : 0;
     json_t *o = json_object(), *wins = json_array();
     for (size_t i = 0; i < p.nseries; i++)
-        json_array_append_new(wins, series_json(&p.series[i]));
+        json_array_append_new(wins, series_json(&p.series[i], &p.mseries[i], ngroups));
     json_object_set_new(o, "device", json_integer(d->device));
     json_object_set_new(o, "name", d->name ? json_string(d->name) : json_null());
     json_object_set_new(o, "peak_bytes", json_integer(d->peak_bytes));
@@ -195,11 +258,13 @@ static json_t *device_json(vt_loaded *l, const vt_bill *bill, vt_err *err)
     json_object_set_new(o, "windows", wins);
     json_object_set_new(o, "timeline", timeline_json(&p));
     json_object_set_new(o, "flame", flame);
+    json_object_set_new(o, "module_groups", ngroups ? groups_json(&p.groups) : json_null());
+    json_object_set_new(o, "module_flame", mflame ? mflame : json_null());
     vt_picture_free(&p);
     return o;
 }
 
-static json_t *page_data(vt_loaded *l, vt_err *err)
+static json_t *page_data(vt_loaded *l, bool by_module, vt_err *err)
 {
     vt_snapshot *s = &l->snap;
     if (vt_sites_load_all(s, err))
@@ -213,6 +278,7 @@ static json_t *page_data(vt_loaded *l, vt_err *err)
     json_object_set_new(data, "file", json_string(s->path));
     json_object_set_new(data, "end_s", json_real(vt_picture_end(s)));
     json_object_set_new(data, "categories", cats);
+    json_object_set_new(data, "by", json_string(by_module ? "module" : "category"));
     json_object_set_new(data, "report", vt_report_json(l));
     json_object_set_new(data, "history",
                         s->nwindows
@@ -264,9 +330,9 @@ static void put_html_text(FILE *out, const char *text)
         }
 }
 
-int vt_render_html(FILE *out, vt_loaded *l, vt_err *err)
+int vt_render_html(FILE *out, vt_loaded *l, bool by_module, vt_err *err)
 {
-    json_t *data = page_data(l, err);
+    json_t *data = page_data(l, by_module, err);
     if (!data)
         return -1;
     char *text = json_dumps(data, JSON_COMPACT | JSON_REAL_PRECISION(12));

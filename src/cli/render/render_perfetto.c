@@ -1,7 +1,7 @@
 /* Chrome trace-event JSON ("JSON Object Format": traceEvents, times in microseconds) for
- * Perfetto UI and chrome://tracing. Counter events carry one argument per category, which
- * both tools show as one track per device and category. At a device's peak the counters are
- * its bill, so they add up to the peak exactly. */
+ * Perfetto UI and chrome://tracing. Counter events carry one argument per category (with
+ * --by module: per module group), which both tools show as one track per device and argument.
+ * At a device's peak the counters are its bill, so they add up to the peak exactly. */
 #include <math.h>
 #include <string.h>
 
@@ -27,12 +27,17 @@ static void emit(trace *t, json_t *ev)
     json_array_append_new(t->events, ev);
 }
 
-static void counter(trace *t, int device, double time_s, const int64_t cat[VT_NCATS], bool native)
+/* One argument per category, or per module group (groups non-NULL). */
+static void counter(trace *t, int device, double time_s, const int64_t cat[VT_NCATS], bool native,
+                    const vt_module_groups *groups)
 {
-    char name[32];
+    char name[32], label[1024];
     json_t *args = json_object();
     snprintf(name, sizeof name, "%s%d live bytes", t->dev, device);
-    for (int c = 0; c < VT_NCATS; c++)
+    for (size_t c = 0; groups && c < groups->n; c++)
+        json_object_set_new(args, vt_module_group_label(groups, c, label, sizeof label),
+                            json_integer(cat[c]));
+    for (int c = 0; !groups && c < VT_NCATS; c++)
         if (!native || c == VT_CAT_UNATTRIBUTED_PERSISTENT)
             json_object_set_new(args, vt_category_key((vt_category)c), json_integer(cat[c]));
     emit(t, json_pack("{s:s, s:s, s:f, s:i, s:o}", "name", name, "ph", "C", "ts", us(time_s), "tid",
@@ -78,8 +83,9 @@ static void device_events(trace *t, const vt_picture *p, const vt_snapshot *s)
     bool oom = s->kind == VT_SNAP_OOM;
     /* the bill is what was live at the peak (in a post-mortem: at the failure) */
     double at = oom ? s->oom.time_s : d->peak_time_s;
+    const vt_module_groups *groups = p->groups.any ? &p->groups : NULL;
     for (size_t i = 0; i < p->nseries; i++) {
-        const vt_series *sr = &p->series[i];
+        const vt_series *sr = &p->series[i], *drawn = groups ? &p->mseries[i] : sr;
         if (!sr->exact)
             continue;
         char name[64];
@@ -88,11 +94,11 @@ static void device_events(trace *t, const vt_picture *p, const vt_snapshot *s)
         slice(t, TID_HISTORY, name, sr->win->start_s, sr->win->end_s,
               json_pack("{s:I, s:b}", "events", (json_int_t)sr->nevents, "truncated",
                         sr->win->truncated));
-        for (size_t k = 0; k < sr->npts; k++)
-            if (us(sr->pts[k].t) != us(at))
-                counter(t, d->device, sr->pts[k].t, sr->pts[k].cat, bill->native);
+        for (size_t k = 0; k < drawn->npts; k++)
+            if (us(drawn->pts[k].t) != us(at))
+                counter(t, d->device, drawn->pts[k].t, drawn->pts[k].cat, bill->native, groups);
     }
-    counter(t, d->device, at, bill->cat_bytes, bill->native);
+    counter(t, d->device, at, groups ? groups->peak_bytes : bill->cat_bytes, bill->native, groups);
     char name[64];
     json_t *args = bill_args(bill);
     json_object_set_new(args, "phase",
@@ -162,7 +168,7 @@ static void oom_events(trace *t, const vt_snapshot *s)
         oom_event(t, &s->oom, true);
 }
 
-int vt_render_perfetto(FILE *out, vt_loaded *l, vt_err *err)
+int vt_render_perfetto(FILE *out, vt_loaded *l, bool by_module, vt_err *err)
 {
     vt_snapshot *s = &l->snap;
     double end = vt_picture_end(s);
@@ -181,7 +187,7 @@ int vt_render_perfetto(FILE *out, vt_loaded *l, vt_err *err)
     thread_name(&t, TID_HISTORY, "history windows");
     for (size_t i = 0; i < l->nbills; i++) {
         vt_picture p;
-        if (vt_picture_build(l, &l->bills[i], VT_TRACE_POINTS, &p, err)) {
+        if (vt_picture_build(l, &l->bills[i], VT_TRACE_POINTS, by_module, &p, err)) {
             json_decref(t.events);
             return -1;
         }

@@ -66,9 +66,18 @@
           h.max_events + " were not kept.");
   }
 
-  function legend(parent) {
+  // What the pictures stack: the categories (flame graph: stacks), or the device's module groups
+  // (flame graph: the module tree). Each key has a label, a colour and the attribute naming it.
+  let by = data.by;
+  function keysOf(dev) {
+    if (by !== "module") return cats.map(function (c) { return {attr: "data-category", key: c.key, label: c.label, color: c.color}; });
+    return dev.module_groups.map(function (g) { return {attr: "data-group", key: g.label, label: g.label, color: g.color}; });
+  }
+  function columnsOf(w) { return by === "module" ? w.groups : w.cats; }
+
+  function legend(parent, keys) {
     const l = add(parent, "div", {class: "legend"});
-    cats.forEach(function (c) {
+    keys.forEach(function (c) {
       const s = add(l, "span", {class: "key"});
       const sw = add(s, "svg:svg", {width: 12, height: 12});
       add(sw, "svg:rect", {width: 12, height: 12, fill: c.color});
@@ -76,8 +85,8 @@
     });
   }
 
-  // --- the chart: live bytes over time, stacked by category -------------------------------
-  function chart(parent, dev) {
+  // --- the chart: live bytes over time, stacked by category or module group ----------------
+  function chart(parent, dev, keys) {
     const W = 1000, H = 320, L = 70, R = 10, T = 16, B = 28;
     const box = add(parent, "div", {class: "chart"});
     const bar = add(box, "div", {class: "zoom"});
@@ -96,9 +105,10 @@
     const gBands = add(svg, "svg:g", {class: "bands"});
     const gSummary = add(svg, "svg:g", {class: "summary"});
     const gAreas = add(svg, "svg:g", {class: "areas"});
-    const paths = cats.map(function (c) {
-      return add(gAreas, "svg:path", {class: "vt-area", "data-category": c.key, fill: c.color,
-                                      stroke: "none"});
+    const paths = keys.map(function (c) {
+      const a = {class: "vt-area", fill: c.color, stroke: "none"};
+      a[c.attr] = c.key;
+      return add(gAreas, "svg:path", a);
     });
     const gAxes = add(svg, "svg:g", {class: "axes"});
     const gMarks = add(svg, "svg:g", {class: "marks"});
@@ -136,7 +146,7 @@
             bytes(s.live_start) + ", end " + bytes(s.live_end) + ", highest " + bytes(s.live_max));
       });
       // the exact history: stacked areas, held flat between events
-      const d = cats.map(function () { return []; });
+      const d = keys.map(function () { return []; });
       dev.windows.forEach(function (w) {
         if (!w.exact || w.end_s < x0 || w.start_s > x1) return;
         let i0 = 0;
@@ -144,8 +154,8 @@
         let i1 = i0;
         while (i1 + 1 < w.t.length && w.t[i1 + 1] <= x1) i1++;
         const below = w.t.map(function () { return 0; });
-        cats.forEach(function (c, k) {
-          const v = w.cats[k];
+        keys.forEach(function (c, k) {
+          const v = columnsOf(w)[k];
           const top = [], bot = [];
           for (let i = i0; i <= i1; i++) {
             const xa = X(Math.max(w.t[i], x0));
@@ -179,9 +189,10 @@
         add(c, "svg:title", {}, "peak " + bytes(dev.peak_bytes));
         const lines = ["peak " + bytes(dev.peak_bytes) + " · " + when(dev.peak_phase, dev.peak_step)];
         // in a post-mortem the bill is what was live at the failure, not at the peak
+        const atPeak = by === "module" ? dev.module_groups.map(function (g) { return g.peak_bytes; }) : dev.bill;
         if (data.report.kind !== "oom")
-          cats.forEach(function (k, i) {
-            if (dev.bill[i]) lines.push(k.label + " " + bytes(dev.bill[i]));
+          keys.forEach(function (k, i) {
+            if (atPeak[i]) lines.push(k.label + " " + bytes(atPeak[i]));
           });
         const left = px > W * 0.7;
         const t = add(gMarks, "svg:text", {class: "peaklabel", x: px + (left ? -8 : 8),
@@ -214,9 +225,10 @@
         let i = 0;
         while (i + 1 < w.t.length && w.t[i + 1] <= t) i++;
         let total = 0;
-        cats.forEach(function (c, k) {
-          total += w.cats[k][i];
-          if (w.cats[k][i]) lines.push(c.label + ": " + bytes(w.cats[k][i]));
+        const cols = columnsOf(w);
+        keys.forEach(function (c, k) {
+          total += cols[k][i];
+          if (cols[k][i]) lines.push(c.label + ": " + bytes(cols[k][i]));
         });
         lines.push("live: " + bytes(total));
       } else if (span) {
@@ -258,11 +270,11 @@
     return svg;
   }
 
-  // --- the flame graph (icicle) of the bytes live at the peak ----------------------------
-  function flame(parent, dev) {
+  // --- the flame graph (icicle) of the bytes live at the peak, by stack or module path ------
+  function flame(parent, dev, tree) {
     const W = 1000, RH = 18;
     let depth = 0;
-    (function walk(n, d) { depth = Math.max(depth, d); (n.children || []).forEach(function (c) { walk(c, d + 1); }); })(dev.flame, 1);
+    (function walk(n, d) { depth = Math.max(depth, d); (n.children || []).forEach(function (c) { walk(c, d + 1); }); })(tree, 1);
     const svg = add(parent, "svg:svg", {class: "vt-flame", "data-device": dev.device,
                                         viewBox: "0 0 " + W + " " + depth * RH, width: W,
                                         height: depth * RH});
@@ -276,9 +288,12 @@
       (function place(n, x, w, d) {
         if (w < 0.3) return;
         const g = add(svg, "svg:g", {class: "frame"});
-        const r = add(g, "svg:rect", {x: x, y: d * RH, width: Math.max(w - 0.5, 0.3), height: RH - 1,
-                                      fill: cats[dominant(n)].color, "data-bytes": n.value});
-        add(g, "svg:title", {}, n.name + " — " + bytes(n.value) +
+        const a = {x: x, y: d * RH, width: Math.max(w - 0.5, 0.3), height: RH - 1,
+                   fill: cats[dominant(n)].color, "data-bytes": n.value};
+        if (n.path !== undefined) a["data-path"] = n.path === null ? "(outside modules)" : n.path;
+        const r = add(g, "svg:rect", a);
+        add(g, "svg:title", {}, (n.path || n.name) + " — " + bytes(n.value) +
+            (n.saved ? "\n  saved for backward: " + bytes(n.saved) : "") +
             n.cats.map(function (b, k) { return b ? "\n  " + cats[k].label + ": " + bytes(b) : ""; }).join(""));
         if (w > 40)
           add(g, "svg:text", {x: x + 3, y: d * RH + RH - 5},
@@ -292,8 +307,8 @@
         });
       })(root, 0, W, 0);
     }
-    (function link(n) { (n.children || []).forEach(function (c) { c.parent = n; link(c); }); })(dev.flame);
-    draw(dev.flame);
+    (function link(n) { (n.children || []).forEach(function (c) { c.parent = n; link(c); }); })(tree);
+    draw(tree);
   }
 
   // --- tables ------------------------------------------------------------------------------
@@ -333,6 +348,18 @@
     rows.sort(function (a, b) { return b[1].attrs["data-bytes"] - a[1].attrs["data-bytes"]; });
     table(parent, ["category", "bytes", "allocations", "site"], rows).classList.add("sites");
   }
+  // the report's rows by module path, as `vramtap report --modules all` prints them
+  function modulesTable(parent, rdev) {
+    const rows = (rdev.modules || []).filter(function (m) { return m.bytes; }).map(function (m) {
+      const path = m.path === null ? "(outside modules)" : m.path;
+      return [path, {text: bytes(m.bytes), attrs: {class: "num", "data-bytes": m.bytes, "data-path": path}},
+              {text: String(m.count), attrs: {class: "num"}},
+              {text: bytes(m.saved_for_backward), attrs: {class: "num"}},
+              {text: bytes(m.recomputed), attrs: {class: "num"}}];
+    });
+    table(parent, ["module path", "bytes", "allocations", "saved for backward", "recomputed"], rows)
+        .classList.add("modules");
+  }
 
   function postmortem(parent) {
     const o = data.report.oom;
@@ -354,12 +381,14 @@
     (o.advice || []).forEach(function (a) { add(ol, "li", {}, a); });
   }
 
-  function device(dev, rdev) {
-    const s = add(app, "section", {class: "device", "data-device": dev.device});
+  function device(parent, dev, rdev) {
+    if (!dev.module_groups) by = "category";
+    const keys = keysOf(dev);
+    const s = add(parent, "section", {class: "device", "data-device": dev.device, "data-by": by});
     add(s, "h2", {}, data.device_word + dev.device + (dev.name ? " · " + dev.name : "") + " · peak " +
         bytes(dev.peak_bytes) + " at " + secs(dev.peak_time_s) + ", " + when(dev.peak_phase, dev.peak_step));
-    legend(s);
-    chart(s, dev);
+    legend(s, keys);
+    chart(s, dev, keys);
     const notes = add(s, "ul", {class: "windows"});
     dev.windows.forEach(function (w) {
       add(notes, "li", {}, w.label + ": " + secs(w.start_s) + " to " + secs(w.end_s) + ", " +
@@ -370,18 +399,48 @@
     add(notes, "li", {}, "grey boxes: phase instances outside the history, from the per-phase timeline (start, end and highest live bytes; not a curve)");
     add(s, "h3", {}, data.report.kind === "oom" ? "Live at the failure" : "The bill at the peak");
     billTable(s, dev, rdev.live_bytes);
-    add(s, "h3", {}, "Top sites");
-    sitesTable(s, rdev);
-    add(s, "h3", {}, "Bytes live at the " + (data.report.kind === "oom" ? "failure" : "peak") +
-        " by stack (click to zoom, click the top frame to zoom out)");
-    flame(s, dev);
+    const at = data.report.kind === "oom" ? "failure" : "peak";
+    if (by === "module") {
+      add(s, "h3", {}, "By module at the " + at);
+      modulesTable(s, rdev);
+    } else {
+      add(s, "h3", {}, "Top sites");
+      sitesTable(s, rdev);
+    }
+    add(s, "h3", {}, "Bytes live at the " + at + " by " + (by === "module" ? "module path" : "stack") +
+        " (click to zoom, click the top frame to zoom out)");
+    flame(s, dev, by === "module" ? dev.module_flame : dev.flame);
+  }
+
+  // the devices, drawn again when the grouping changes
+  const devices = el("div", {id: "devices"});
+  function drawDevices() {
+    const chosen = by;
+    devices.textContent = "";
+    data.devices.forEach(function (dev) {
+      device(devices, dev, data.report.devices.find(function (d) { return d.device === dev.device; }));
+      by = chosen;
+    });
+  }
+  function groupBy() {
+    if (!data.devices.some(function (d) { return d.module_groups; })) return;
+    const bar = add(app, "div", {class: "groupby"}, "group by: ");
+    [["category", "category and stack"], ["module", "module path"]].forEach(function (o) {
+      const b = add(bar, "button", {type: "button", "data-by": o[0]}, o[1]);
+      if (by === o[0]) b.classList.add("selected");
+      b.addEventListener("click", function () {
+        by = o[0];
+        bar.querySelectorAll("button").forEach(function (e) { e.classList.toggle("selected", e === b); });
+        drawDevices();
+      });
+    });
   }
 
   header();
   postmortem(app);
-  data.devices.forEach(function (dev) {
-    device(dev, data.report.devices.find(function (d) { return d.device === dev.device; }));
-  });
+  groupBy();
+  app.appendChild(devices);
+  drawDevices();
   if (!data.devices.length) add(app, "p", {}, "No device memory was allocated.");
   document.documentElement.setAttribute("data-rendered", "true");
 })();
