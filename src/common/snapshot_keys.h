@@ -41,6 +41,9 @@
 #define VT_K_ALLOCATIONS "allocations"
 #define VT_K_IDENTITY "identity"
 #define VT_K_RUN_RECORD "run_record"
+/* A run_record key the library sets itself: how Python frames were taken, "read" (from each
+ * thread's interpreter frames) or "followed" (a shadow stack kept on every Python call). */
+#define VT_K_PYTHON_FRAMES "python_frames"
 #define VT_K_TIMELINE "timeline"
 #define VT_K_TIMELINE_SUMMARY "timeline_summary"
 #define VT_K_OOM_EVENTS "oom_events"
@@ -52,7 +55,7 @@
 /* "modules": loaded ELF objects; "module_paths": nn.Module paths (docs/modules.md) */
 #define VT_K_MODULES "modules"
 #define VT_K_MODULE_PATHS "module_paths"
-#define VT_K_IMPORT "import" /* imported snapshots only */
+#define VT_K_IMPORT "import"   /* imported snapshots only */
 #define VT_K_COMPACT "compact" /* the compact file's head only: the names its records use */
 
 /* `"key": ` for the library's writers, which print JSON by hand. */

@@ -23,6 +23,8 @@
 #include "pyframes.h"
 #include "pystack.h"
 #include "resolve.h"
+#include "snapshot_keys.h"
+#include "vramtap.h"
 
 static int locs_oom;
 #define HASH_NONFATAL_OOM 1
@@ -899,6 +901,7 @@ int vramtap_python_install(void)
         frames_tried = 1;
         if (!(why = vt_pyframes_start(&py, py_version))) {
             atomic_store_explicit(&mech, VT_PY_FRAMES, memory_order_release);
+            vramtap_record_text(VT_K_PYTHON_FRAMES, "read");
             vt_debug("Python frames: read from the interpreter's frames");
             return VT_PY_FRAMES;
         }
@@ -913,6 +916,7 @@ int vramtap_python_install(void)
         return VT_PY_FAILED;
     }
     atomic_store_explicit(&mech, m, memory_order_release);
+    vramtap_record_text(VT_K_PYTHON_FRAMES, "followed");
     vt_debug("Python frames: %s", m == VT_PY_MONITORING ? "sys.monitoring" : "profile function");
     return m;
 }

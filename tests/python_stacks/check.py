@@ -68,11 +68,29 @@ def run(python, case, helper, extra=None, script=CASES):
             fail("%s %s: %d snapshots in %s" % (python, case, len(snaps), out))
             return None
         snap = json.loads(subprocess.check_output([os.environ["VT_CLI"], "export", "--json", snaps[0]]))
+        report = subprocess.check_output([os.environ["VT_CLI"], "report", snaps[0]], text=True)
         with open(os.path.join(out, "expect.json")) as f:
             expect = json.load(f)
-        return snap, expect, p.stderr
+        return snap, expect, p.stderr, report
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+# What the snapshot's run record and the report say of a mechanism (pystack.h's numbering).
+SAID = {3: ("read", "read from each thread's interpreter frames"),
+        1: ("followed", "followed: a shadow stack kept on every Python call"),
+        2: ("followed", "followed: a shadow stack kept on every Python call")}
+
+
+def check_said(name, mech, snap, report):
+    """The run record says whether the frames were read or followed, and the report shows it."""
+    value, shown = SAID.get(mech, (None, None))
+    got = (snap.get("run_record") or {}).get("python_frames")
+    lines = [l.strip() for l in report.splitlines() if l.strip().startswith("Python frames")]
+    want = ["%-26s %s" % ("Python frames", shown)] if shown else []
+    if got != value or lines != want:
+        fail("%s: mechanism %d: run_record.python_frames %r and the report's %r, expected %r and %r"
+             % (name, mech, got, lines, value, want))
 
 
 def sites_by_size(snap):
@@ -122,7 +140,7 @@ def check_signature(python, helper):
     runs = [run(python, "nested", helper) for _ in range(2)]
     if None in runs:
         return
-    first, second = (signatures(snap) for snap, _, _ in runs)
+    first, second = (signatures(snap) for snap, _, _, _ in runs)
     if first != second:
         fail("%s: signatures differ between two runs of the same code: %s vs %s" %
              (python, first, second))
@@ -171,7 +189,7 @@ def check_frames(python, fallback):
     result = run(python, "frames", "", extra, FRAMES)
     if not result:
         return
-    snap, expect, stderr = result
+    snap, expect, stderr, report = result
     name = "%s %s" % (python, "fallback" if fallback else "frames")
     for e in expect["errors"]:
         fail("%s: %s" % (name, e))
@@ -183,6 +201,7 @@ def check_frames(python, fallback):
                  (name, mech, said))
     elif mech != 3 or said:
         fail("%s: mechanism %d (not 3: frames read), and the library said %s" % (name, mech, said))
+    check_said(name, mech, snap, report)
     if not fallback and expect["reused"] == 0:
         fail("%s: no code object made by exec was freed and its address reused: the check of "
              "the per-thread memo against reused addresses proved nothing" % name)
@@ -270,6 +289,7 @@ def main():
             if case != "off" and (mech in (1, 2)) != follow:
                 fail("%s %s: mechanism %d with VRAMTAP_PYTHON_STACKS=%s" % (
                     python, case, mech, extra["VRAMTAP_PYTHON_STACKS"]))
+            check_said("%s %s" % (python, case), mech, result[0], result[3])
             compare(python, case, result[0], result[1])
             print("%s %s: mechanism %s, %d allocations checked" % (
                 python, case, mech, len(result[1]["allocs"])))

@@ -102,6 +102,15 @@ void vt_record_build(const vt_snapshot *s, vt_record *r)
         add(r, texts[i].key, texts[i].label, "%s%s%s%s", v, dtype ? " (" : "", dtype ? dtype : "",
             dtype ? ")" : "");
     }
+    /* Set by the library: whether the frames in the sites were read or followed. */
+    const char *frames = rec ? vt_record_text(rec, VT_K_PYTHON_FRAMES) : NULL;
+    if (frames && !strcmp(frames, "read"))
+        add(r, VT_K_PYTHON_FRAMES, "Python frames", "read from each thread's interpreter frames");
+    else if (frames && !strcmp(frames, "followed"))
+        add(r, VT_K_PYTHON_FRAMES, "Python frames",
+            "followed: a shadow stack kept on every Python call");
+    else if (frames)
+        add(r, VT_K_PYTHON_FRAMES, "Python frames", "%s", frames);
     for (size_t i = 0; i < s->ndevices; i++) {
         const vt_device *d = &s->devices[i];
         add(r, "peak_allocated", "peak allocated", "%s (cuda:%d)", vt_fmt_bytes(b, d->peak_bytes),
