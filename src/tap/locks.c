@@ -1,15 +1,13 @@
-#include <pthread.h>
-#include <stdatomic.h>
+#include <errno.h>
+#include <linux/futex.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "locks.h"
 
-/* Adaptive: the critical sections are a few dozen instructions, shorter than a sleep and a
- * wake. */
-static pthread_mutex_t locks[VT_LOCK_COUNT] = {
-    [0 ... VT_LOCK_COUNT - 1] = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
-};
+VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
 
 #ifdef VT_LOCK_CHECK
 static const char *const names[VT_LOCK_COUNT] = {"driver",  "pylocs", "stacks", "modules",
@@ -17,7 +15,7 @@ static const char *const names[VT_LOCK_COUNT] = {"driver",  "pylocs", "stacks", 
 /* The locks this thread holds, one bit each. */
 static VT_TLS unsigned held;
 
-static void check_take(vt_lock_id id)
+void vt_lock_check_take(vt_lock_id id)
 {
     /* Taking `id` is in order only when nothing at or after it is held. */
     if (held >> id) {
@@ -30,31 +28,56 @@ static void check_take(vt_lock_id id)
     }
     held |= 1u << id;
 }
-#define CHECK_TAKE(id) check_take(id)
-#define CHECK_GIVE(id) (held &= ~(1u << (id)))
-#else
-#define CHECK_TAKE(id) ((void)0)
-#define CHECK_GIVE(id) ((void)0)
+
+void vt_lock_check_give(vt_lock_id id)
+{
+    held &= ~(1u << id);
+}
 #endif
 
 /* Threads blocked on each lock; counted only on the contended path, so taking a free lock
  * costs what it did. */
 static atomic_int blocked[VT_LOCK_COUNT];
 
-void vt_lock_take(vt_lock_id id)
+static inline void cpu_relax(void)
 {
-    CHECK_TAKE(id);
-    if (pthread_mutex_trylock(&locks[id]) == 0)
-        return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Spins before sleeping: the critical sections are a few dozen instructions, shorter than a
+ * sleep and a wake (glibc's adaptive mutex spins as long). */
+#define SPINS 100
+
+void vt_lock_wait(vt_lock_id id)
+{
+    atomic_int *w = &vt_lock_words[id];
     atomic_fetch_add_explicit(&blocked[id], 1, memory_order_relaxed);
-    pthread_mutex_lock(&locks[id]);
+    for (int i = 0; i < SPINS; i++) {
+        cpu_relax();
+        int free_word = 0;
+        if (atomic_load_explicit(w, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(w, &free_word, 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            goto taken;
+    }
+    /* Marked 2 whoever holds it, so that its giver wakes a sleeper. */
+    int saved = errno; /* the program's: the futex may say EAGAIN or EINTR */
+    while (atomic_exchange_explicit(w, 2, memory_order_acquire) != 0)
+        syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    errno = saved;
+taken:
     atomic_fetch_sub_explicit(&blocked[id], 1, memory_order_relaxed);
 }
 
-void vt_lock_give(vt_lock_id id)
+void vt_lock_wake(vt_lock_id id)
 {
-    pthread_mutex_unlock(&locks[id]);
-    CHECK_GIVE(id);
+    int saved = errno;
+    syscall(SYS_futex, &vt_lock_words[id], FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved;
 }
 
 void vt_lock_pass(vt_lock_id id)
@@ -80,7 +103,10 @@ void vt_locks_after_fork(void)
 
 void vt_locks_after_fork_child(void)
 {
-    for (int i = 0; i < VT_LOCK_COUNT; i++)
+    /* The threads that were blocked are not in the child: nobody sleeps on a word. */
+    for (int i = VT_LOCK_COUNT - 1; i >= 0; i--) {
         atomic_store_explicit(&blocked[i], 0, memory_order_relaxed);
-    vt_locks_after_fork();
+        vt_lock_check_give((vt_lock_id)i);
+        atomic_store_explicit(&vt_lock_words[i], 0, memory_order_release);
+    }
 }
