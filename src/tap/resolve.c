@@ -18,8 +18,8 @@ static const char *const driver_names[VT_DRV_COUNT] = {
 };
 
 static _Atomic(dlsym_fn) real_dlsym;
-static atomic_int known_ready;
-static void *known[VT_DRV_COUNT]; /* libcuda's own address of each function */
+VT_HIDDEN atomic_int vt_known_ready;
+VT_HIDDEN void *vt_known[VT_DRV_COUNT]; /* libcuda's own address of each function */
 
 /* glibc's dlsym, found by version so that our own dlsym is never found again. */
 VT_NO_SANITIZE static dlsym_fn get_real_dlsym(void)
@@ -51,12 +51,9 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-void *vt_real_next(_Atomic(void *) *cache, const char *name)
+void *vt_real_next_slow(_Atomic(void *) *cache, const char *name)
 {
-    void *p = atomic_load_explicit(cache, memory_order_acquire);
-    if (p)
-        return p;
-    p = vt_real_dlsym(RTLD_NEXT, name);
+    void *p = vt_real_dlsym(RTLD_NEXT, name);
     /* A runtime loaded with RTLD_LOCAL (a dlopen'ed library that depends on it, as Python
      * extensions do) is not in the global scope, yet that library's calls bind to these
      * wrappers: the real function is the one of the runtime that is loaded. */
@@ -76,7 +73,7 @@ void *vt_real_next(_Atomic(void *) *cache, const char *name)
  * a constructor that allocates); the first complete set is published under the lock. */
 static int known_init(void)
 {
-    if (atomic_load_explicit(&known_ready, memory_order_acquire))
+    if (atomic_load_explicit(&vt_known_ready, memory_order_acquire))
         return 1;
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (!h)
@@ -87,17 +84,17 @@ static int known_init(void)
     for (int i = 0; i < VT_DRV_COUNT; i++)
         found[i] = vt_real_dlsym(h, driver_names[i]);
     vt_lock_take(VT_LOCK_DRIVER);
-    if (!atomic_load_explicit(&known_ready, memory_order_relaxed)) {
-        memcpy(known, found, sizeof known);
-        atomic_store_explicit(&known_ready, 1, memory_order_release);
+    if (!atomic_load_explicit(&vt_known_ready, memory_order_relaxed)) {
+        memcpy(vt_known, found, sizeof vt_known);
+        atomic_store_explicit(&vt_known_ready, 1, memory_order_release);
     }
     vt_lock_give(VT_LOCK_DRIVER);
     return 1;
 }
 
-void *vt_real_driver(vt_drv which)
+void *vt_real_driver_slow(vt_drv which)
 {
-    return known_init() ? known[which] : NULL;
+    return known_init() ? vt_known[which] : NULL;
 }
 
 void vt_route_swap(void **pfn, const char *route, const char *symbol, int version,
@@ -107,7 +104,7 @@ void vt_route_swap(void **pfn, const char *route, const char *symbol, int versio
         return;
     for (int i = 0; i < VT_DRV_COUNT; i++) {
         void *w = vt_driver_wrapper((vt_drv)i);
-        if (w && known[i] == *pfn) {
+        if (w && vt_known[i] == *pfn) {
             vt_debug("%s %s ver=%d flags=%llu -> vramtap %s", route, symbol ? symbol : "(null)",
                      version, flags, driver_names[i]);
             *pfn = w;

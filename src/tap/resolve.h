@@ -4,6 +4,7 @@
 #ifndef VT_RESOLVE_H
 #define VT_RESOLVE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "tap.h"
@@ -107,10 +108,26 @@ typedef enum {
         VT_DRV_COUNT
 } vt_drv;
 
+/* Every wrapped call looks its real function up: once found, that is a load, inline; the
+ * lookups themselves (the _slow forms) run until they succeed. */
+extern VT_HIDDEN atomic_int vt_known_ready;
+extern VT_HIDDEN void *vt_known[VT_DRV_COUNT];
+VT_HIDDEN void *vt_real_driver_slow(vt_drv which);
+VT_HIDDEN void *vt_real_next_slow(_Atomic(void *) *cache, const char *name);
+
 /* The real function libcuda exports under that name, or NULL when libcuda is not loaded. */
-VT_HIDDEN void *vt_real_driver(vt_drv which);
+static inline void *vt_real_driver(vt_drv which)
+{
+    return atomic_load_explicit(&vt_known_ready, memory_order_acquire) ? vt_known[which]
+                                                                       : vt_real_driver_slow(which);
+}
+
 /* The real function of a runtime symbol: the next definition after this library. */
-VT_HIDDEN void *vt_real_next(_Atomic(void *) *cache, const char *name);
+static inline void *vt_real_next(_Atomic(void *) *cache, const char *name)
+{
+    void *p = atomic_load_explicit(cache, memory_order_acquire);
+    return p ? p : vt_real_next_slow(cache, name);
+}
 VT_HIDDEN void *vt_real_dlsym(void *handle, const char *name);
 
 /* If *pfn is a real driver function vramtap wraps, replace it with the wrapper. `route` and
