@@ -32,13 +32,16 @@ POSTMORTEM = re.compile(r"\.oom(\d+)(?:-\d+)?\.json$")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WORKLOAD = os.path.join(HERE, "workload.py")
+# The Python frames tests' program (tests/python_stacks): allocations in generators, coroutines,
+# partials, callbacks from C, exec'd code, each noting traceback.extract_stack() at its call.
+FRAMES_PY = os.path.join(ROOT, "tests", "python_stacks", "frames.py")
 ROUTES_C = os.path.join(HERE, "routes.c")
 MiB = 1 << 20
 
-SECTIONS = ["versions", "cuda", "tensor", "native", "tools", "oom", "attach"]
+SECTIONS = ["versions", "cuda", "tensor", "native", "tools", "oom", "attach", "frames"]
 # Run order: the comparisons with PyTorch's tools last, so that a run short of time loses them
 # rather than the checks.
-RUN_ORDER = ["cuda", "tensor", "native", "oom", "attach", "tools"]
+RUN_ORDER = ["cuda", "tensor", "native", "oom", "attach", "frames", "tools"]
 SECTION_TITLES = {
     "versions": "1. Machine and versions",
     "cuda": "2. CUDA C: every route, dynamic and static runtime",
@@ -47,6 +50,7 @@ SECTION_TITLES = {
     "tools": "5. Against PyTorch's own tools",
     "oom": "6. Out of memory",
     "attach": "7. Attached through CUPTI, and the coverage check",
+    "frames": "8. Python frames on this Python",
 }
 
 
@@ -1107,6 +1111,69 @@ def coverage_checks(ctx, sec, label, snap):
                    ok=cov["cupti"]["bytes"] == cov["interposition"]["bytes"])
 
 
+def section_frames(ctx):
+    """frames.py on the Python that runs PyTorch here: its CPython version is the one whose frame
+    layout matters on this machine. The library must read the frames (not fall back to following
+    calls) and every allocation's Python frames must be what traceback.extract_stack() showed."""
+    sec = "frames"
+    rt = (os.path.join(ctx.build["standin"], "libcudart.so.13") if ctx.dry
+          else ctx.cuda.get("cudart_shared"))
+    if not rt:
+        ctx.checks.skip(sec, "frames.py ran", "no libcudart.so found to allocate through")
+        return
+    out = os.path.join(ctx.runner.work, "frames")
+    os.makedirs(out, exist_ok=True)
+    env = routes_env(ctx, out, {"LD_PRELOAD": ctx.build["lib"], "VT_CUDART": rt})
+    r = ctx.runner.run("frames", [ctx.python, FRAMES_PY], env=env, timeout=ctx.proc_timeout)
+    expect = load_json(os.path.join(out, "expect.json"))
+    snaps, _ = find_snapshots(out)
+    snap = load_snapshot(ctx, snaps[0]) if len(snaps) == 1 else None
+    ran = r["rc"] == 0 and expect is not None and not expect["errors"] and snap is not None
+    ctx.checks.add(sec, "frames.py ran under vramtap", "exit 0, no errors, one snapshot",
+                   "exit %s, %s, %d snapshots" % (r["rc"], "errors: %s" % expect["errors"][:3]
+                                                  if expect else "no expect.json", len(snaps)),
+                   ok=ran, note="" if ran else r["tail"][-500:])
+    if not ran:
+        return
+    version = "%d.%d" % tuple(expect["version"])
+    ctx.raw["frames"] = {"python": version, "mechanism": expect["mechanism"],
+                         "allocations": len(expect["allocs"]), "reused": expect["reused"]}
+    with open(r["log"]) as f:
+        said = [l.strip() for l in f if "Python frames" in l]
+    record = (snap.get("run_record") or {}).get("python_frames")
+    ctx.checks.add(sec, "CPython %s: frames read from the interpreter, not followed" % version,
+                   "mechanism 3, run_record.python_frames read, nothing said",
+                   "mechanism %s, run_record.python_frames %s, %s" % (
+                       expect["mechanism"], record, "; ".join(said) or "nothing said"),
+                   ok=expect["mechanism"] == 3 and record == "read" and not said,
+                   note="1 and 2 mean the layout check at start-up failed and the library "
+                        "follows every Python call instead (slower, same frames)")
+    sites = {s["id"]: s for s in snap.get("sites") or []}
+    # 3.11 and later name a function by its qualified name, as the snapshot does.
+    name_at = 3 if tuple(expect["version"]) >= (3, 11) else 2
+    wrong = []
+    for a in snap.get("allocations") or []:
+        want = expect["allocs"].get(str(a["size"]))
+        if want is None:
+            continue
+        got = [[fr["file"], fr["line"], fr["function"]]
+               for fr in sites.get(a.get("site"), {}).get("frames", [])
+               if fr["type"] == "python"]
+        if got != [[w[0], w[1], w[name_at]] for w in want]:
+            wrong.append("%d bytes: got %s" % (a["size"], got[:3]))
+    checked = len({a["size"] for a in snap.get("allocations") or []} & set(
+        int(k) for k in expect["allocs"]))
+    ctx.checks.add(sec, "CPython %s: every allocation's Python frames equal "
+                   "traceback.extract_stack()" % version,
+                   "%d allocations, 0 different" % len(expect["allocs"]),
+                   "%d allocations, %d different" % (checked, len(wrong)),
+                   note="; ".join(wrong[:3]))
+    ctx.checks.add(sec, "CPython %s: freed exec'd code whose address was reused" % version,
+                   "at least 1", expect["reused"], ok=expect["reused"] > 0,
+                   note="code made by exec and freed, its address given to new code: the "
+                        "per-thread memo of names must not lend the old name")
+
+
 def section_native(ctx):
     for expandable in (False, True):
         name = "native-expandable" if expandable else "native"
@@ -1494,6 +1561,14 @@ def render_report(ctx, final):
                      "preloaded with the coverage check (`VRAMTAP_COVERAGE=1`): CUPTI counts "
                      "every allocation call of the runtime and the driver, and none may be "
                      "missing from what interposition recorded.\n")
+        if sec == "frames":
+            L.append("The Python frames tests' program (tests/python_stacks/frames.py) on the "
+                     "Python that runs PyTorch here, allocating through the CUDA runtime: "
+                     "generators, coroutines, `functools.partial`, a C function calling back "
+                     "into Python, code made by `exec` and freed. Each allocation noted "
+                     "`traceback.extract_stack()` on the line of its `cudaMalloc`; the "
+                     "snapshot's Python frames for it must be the same files, lines and "
+                     "functions, read from the interpreter's frames.\n")
         if sec == "native":
             L.append("PyTorch's caching allocator, segments not tensors: vramtap's peak must be "
                      "PyTorch's reserved peak, once allocations outside PyTorch's segments "
@@ -1666,7 +1741,8 @@ def main():
         return 2
     only = set(args.only.split(",")) if args.only else set(SECTIONS)
     fns = {"cuda": section_cuda, "tensor": section_tensor, "native": section_native,
-           "tools": section_tools, "oom": section_oom, "attach": section_attach}
+           "tools": section_tools, "oom": section_oom, "attach": section_attach,
+           "frames": section_frames}
     for sec in RUN_ORDER:
         if sec not in only:
             ctx.checks.skip(sec, "section", "not asked for (--only)", kind="info")

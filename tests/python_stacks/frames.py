@@ -1,13 +1,15 @@
 """Allocations whose Python frames check.py compares with traceback.extract_stack().
 
-usage: frames.py        (VRAMTAP_OUT and VT_STANDIN_DIR in the environment, under LD_PRELOAD)
+usage: frames.py        (VRAMTAP_OUT and VT_STANDIN_DIR in the environment, under LD_PRELOAD;
+                         VT_CUDART, when set, is the CUDA runtime to allocate through instead of
+                         the stand-in's: scripts/gpu-validate runs this on a GPU machine's Python)
 
 Every allocation has a size of its own. On the line of the cudaMalloc call itself, alloc()
 takes traceback.extract_stack() and the qualified names of the same frames, so the line of every
 frame is the line the allocation happened on. expect.json in VRAMTAP_OUT holds, per size, the
 frames innermost first as [file, line, name, qualified name], the mechanism
-vramtap_python_install answered, and how many code objects made by exec were freed and their
-address given to a new one.
+vramtap_python_install answered, how many code objects made by exec were freed and their
+address given to a new one, and the interpreter's version.
 """
 
 import asyncio
@@ -20,10 +22,11 @@ import sys
 import threading
 import traceback
 
-malloc = ctypes.CDLL(os.path.join(os.environ["VT_STANDIN_DIR"], "libcudart.so.13")).cudaMalloc
+malloc = ctypes.CDLL(os.environ.get("VT_CUDART") or
+                     os.path.join(os.environ["VT_STANDIN_DIR"], "libcudart.so.13")).cudaMalloc
 ref = ctypes.byref
 out = {"mechanism": ctypes.PyDLL(None).vramtap_python_install(), "allocs": {}, "errors": [],
-       "reused": 0}
+       "reused": 0, "version": list(sys.version_info[:2])}
 sizes = iter(range(20000, 30000))
 
 

@@ -24,11 +24,15 @@ if "address" in os.environ.get("VT_SANITIZE", ""):
     sys.exit(77)
 
 report_dir = tempfile.mkdtemp(prefix="vt-validate-report-")
+python = os.environ.get("VT_PYTHON", "/usr/bin/python3")
+# The frames check names the version of the Python it ran on.
+PYV = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                     capture_output=True, text=True).stdout.strip()
 work = tempfile.mkdtemp(prefix="vt-validate-work-")
 docs = os.path.join(SRC, "docs", "validation")
 env = {k: v for k, v in os.environ.items() if not k.startswith(("VRAMTAP_", "STANDIN_"))
        and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
-env["VT_PYTHON"] = os.environ.get("VT_PYTHON", "/usr/bin/python3")
+env["VT_PYTHON"] = python
 p = subprocess.run([os.path.join(SRC, "scripts", "gpu-validate"), "--dry-run", "--build",
                     os.environ["VT_BUILD"], "--report-dir", report_dir, "--work", work],
                    env=env, capture_output=True, text=True, timeout=560)
@@ -43,7 +47,8 @@ if mds and jsons:
     text = open(mds[0]).read()
     for title in ("## Summary", "## 1. Machine and versions", "## 2. CUDA C", "## 3. PyTorch, tensor mode",
                   "## 4. PyTorch, native allocator", "## 5. Against PyTorch's own tools",
-                  "## 6. Out of memory", "## 7. Attached through CUPTI", "## Raw data",
+                  "## 6. Out of memory", "## 7. Attached through CUPTI",
+                  "## 8. Python frames on this Python", "## Raw data",
                   "Dry run"):
         check(title in text, "the report has no %r" % title)
     doc = json.load(open(jsons[0]))
@@ -80,7 +85,12 @@ if mds and jsons:
                  "interposition",
                  "attached, fp32: recorded through CUPTI",
                  "attached, fp32: vramtap classifies them as parameters",
-                 "coverage, PyTorch fp32: allocations interposition missed"):
+                 "coverage, PyTorch fp32: allocations interposition missed",
+                 "frames.py ran under vramtap",
+                 "CPython %s: frames read from the interpreter, not followed" % PYV,
+                 "CPython %s: every allocation's Python frames equal traceback.extract_stack()"
+                 % PYV,
+                 "CPython %s: freed exec'd code whose address was reused" % PYV):
         check(by_name.get(name, {}).get("status") == "pass",
               "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
     check(by_name.get("static runtime: program builds", {}).get("status") in ("pass", "skipped"),
