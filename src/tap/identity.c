@@ -15,11 +15,16 @@ typedef struct {
     uint8_t cat;
 } owned_label;
 
-typedef struct {
+/* The labels of one allocation. Most hold one (a parameter, a gradient), kept inline; nodes come
+ * from a free list, so labelling a new allocation and forgetting it call no allocator: a step
+ * that re-makes a thousand gradients labels a thousand new allocations. */
+typedef struct owned {
     uint64_t id; /* the record's allocation id */
     UT_hash_handle hh;
-    uint32_t n, cap;
-    owned_label *v;
+    owned_label first;
+    uint32_t n, cap;    /* labels in all; room in `more` */
+    owned_label *more;  /* labels after the first */
+    struct owned *next; /* in the free list */
 } owned;
 
 /* A range that did not start at an allocation when labelled. Its label holds for an
@@ -38,11 +43,13 @@ typedef struct {
 #define MAX_LOOSE (1u << 18)
 /* Ranges handled per turn of the lock: a batch of thousands never holds it long. */
 #define LOCKED_BATCH 256
+/* Nodes the free list grows by. */
+#define OWNED_CHUNK 256
 
 static const char *const cat_names[VT_ID_COUNT] = {"parameters", "gradients", "optimizer_state",
                                                    "activations", "temporary"};
 
-static owned *by_alloc;
+static owned *by_alloc, *free_owned;
 static loose *by_addr;
 static uint32_t nloose;
 static struct {
@@ -57,39 +64,72 @@ static int category_of(const char *name)
     return -1;
 }
 
+static owned_label *label_at(owned *o, uint32_t i)
+{
+    return i ? &o->more[i - 1] : &o->first;
+}
+
+static owned *new_owned(void)
+{
+    if (!free_owned) {
+        owned *chunk = malloc(OWNED_CHUNK * sizeof *chunk);
+        if (!chunk)
+            return NULL;
+        for (uint32_t i = 0; i < OWNED_CHUNK; i++) {
+            chunk[i].next = free_owned;
+            free_owned = &chunk[i];
+        }
+    }
+    owned *o = free_owned;
+    free_owned = o->next;
+    return o;
+}
+
+static void free_owned_node(owned *o)
+{
+    free(o->more);
+    o->next = free_owned;
+    free_owned = o;
+}
+
 static int attach(vt_rec *r, uint64_t len, uint8_t cat)
 {
     owned *o = NULL;
+    if (len > r->size)
+        len = r->size;
     if (r->labelled) /* else it has no entry: a new allocation costs no search of the table */
         HASH_FIND(hh, by_alloc, &r->id, sizeof r->id, o);
     if (!o) {
-        if (!(o = calloc(1, sizeof *o)))
+        if (!(o = new_owned()))
             return -1;
-        o->id = r->id;
+        *o = (owned){.id = r->id, .first = {0, len, cat}, .n = 1};
         vt_hash_oom = 0;
         HASH_ADD(hh, by_alloc, id, sizeof o->id, o);
         if (vt_hash_oom) {
-            free(o);
+            free_owned_node(o);
             return -1;
         }
         r->labelled = 1;
+        return 0;
     }
-    if (len > r->size)
-        len = r->size;
-    for (uint32_t i = 0; i < o->n; i++)
-        if (o->v[i].off == 0 && o->v[i].len == len) {
-            o->v[i].cat = cat;
+    for (uint32_t i = 0; i < o->n; i++) {
+        owned_label *l = label_at(o, i);
+        if (l->off == 0 && l->len == len) {
+            l->cat = cat;
             return 0;
         }
-    if (o->n == o->cap) {
+    }
+    if (o->n - 1 == o->cap) {
         uint32_t cap = o->cap ? o->cap * 2 : 1;
-        owned_label *v = cap <= MAX_PER_ALLOC ? realloc(o->v, cap * sizeof *v) : NULL;
+        if (cap > MAX_PER_ALLOC - 1) /* the first label is inline */
+            cap = MAX_PER_ALLOC - 1;
+        owned_label *v = cap > o->cap ? realloc(o->more, cap * sizeof *v) : NULL;
         if (!v)
             return -1;
-        o->v = v;
+        o->more = v;
         o->cap = cap;
     }
-    o->v[o->n++] = (owned_label){0, len, cat};
+    o->more[o->n++ - 1] = (owned_label){0, len, cat};
     return 0;
 }
 
@@ -161,13 +201,13 @@ void vt_identity_forget_locked(const vt_rec *r)
     if (!o)
         return;
     HASH_DEL(by_alloc, o);
-    free(o->v);
-    free(o);
+    free_owned_node(o);
 }
 
 void vt_identity_reset_after_fork(void)
 {
     by_alloc = NULL;
+    free_owned = NULL;
     by_addr = NULL;
     nloose = 0;
     memset(&counts, 0, sizeof counts);
@@ -224,8 +264,10 @@ int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r)
         z->owned = v;
         z->capowned = cap;
     }
-    for (uint32_t i = 0; i < o->n; i++)
-        z->owned[z->nowned++] = (frozen_owned){r->id, o->v[i].off, o->v[i].len, o->v[i].cat};
+    for (uint32_t i = 0; i < o->n; i++) {
+        const owned_label *l = label_at(o, i);
+        z->owned[z->nowned++] = (frozen_owned){r->id, l->off, l->len, l->cat};
+    }
     return 1;
 }
 
