@@ -4,8 +4,13 @@ steps, a window that starts after allocations were made, a second device; plain,
 with one event larger than the reader's buffer), a memory-snapshot pickle (a window that starts
 mid-run, blocks alive at the dump, autograd's thread, an optimizer annotation, an out-of-memory
 entry; plain and gzipped), a 2021-format Kineto trace, an inference trace with Python function
-events, and a forward/backward pickle on two devices with expandable segments."""
-from common import check, done, fixture, import_file, peak_set_consistent, tempdir, well_formed
+events, a forward/backward pickle on two devices with expandable segments, and a training step
+recorded with module scopes (with_modules=True)."""
+import json
+import os
+
+from common import (check, done, fixture, import_file, peak_set_consistent, run, tempdir,
+                    well_formed)
 
 
 def moment(a, which):
@@ -171,6 +176,40 @@ def check_forward_backward(snap):
     check(imp["before_window_bytes"] == 0, f"{name}: nothing from before the window {imp}")
 
 
+def check_kineto_modules(snap, tmp):
+    """Each allocation's path is the module calls around it, by class and instance counter;
+    `report --json` bills them by path at the peak (the gradient's birth, in backward)."""
+    name = "modules"
+    well_formed(snap, name)
+    peak_set_consistent(snap)
+    check(snap["devices"][0]["peak_bytes"] == 1000 + 4096 + 2048 + 256 + 8192 + 1024 + 128 + 64
+          + 16384 and snap["devices"][0]["peak_phase"] == "backward",
+          f"{name}: the peak {snap['devices'][0]}")
+    paths = {a["address"]: snap["module_paths"][a["module_path"]] if "module_path" in a else None
+             for a in snap["allocations"]}
+    check(paths == {"0x10": None, "0x100": "Net_0.Block_0.Linear_0",
+                    "0x200": "Net_0.Block_0.Linear_1", "0x220": "Net_0.Block_0",
+                    "0x300": "Net_0.Block_1.Linear_2", "0x400": "Net_0.Block_1.Linear_3",
+                    "0x500": "Net_0", "0x700": "CrossEntropyLoss_0", "0x600": None},
+          f"{name}: paths of the allocations live at the peak {paths}")
+    path = os.path.join(tmp, "modules.pt.trace.json.vramtap.json")
+    p = run(["report", "--json", path])
+    if not check(p.returncode == 0, f"{name}: report --json: {p.stderr}"):
+        return
+    rows = {m["path"]: (m["bytes"], m["self_bytes"], m["saved_for_backward"])
+            for m in json.loads(p.stdout)["devices"][0]["modules"]}
+    check(rows == {"Net_0": (6400 + 9216 + 128, 128, 6400 + 9216 + 128),
+                   "Net_0.Block_0": (6400, 256, 6400),
+                   "Net_0.Block_0.Linear_0": (4096, 4096, 4096),
+                   "Net_0.Block_0.Linear_1": (2048, 2048, 2048),
+                   "Net_0.Block_1": (9216, 0, 9216),
+                   "Net_0.Block_1.Linear_2": (8192, 8192, 8192),
+                   "Net_0.Block_1.Linear_3": (1024, 1024, 1024),
+                   "CrossEntropyLoss_0": (64, 64, 64),
+                   None: (1000 + 16384, 0, 1000)},
+          f"{name}: report --json modules[] (bytes, own bytes, saved for backward) {rows}")
+
+
 def main():
     with tempdir() as tmp:
         def imported(name, expect):
@@ -189,6 +228,7 @@ def main():
         imported("kineto_2021.pt.trace.json", check_kineto_2021)
         imported("inference.pt.trace.json.gz", check_inference)
         imported("forward_backward.pickle.gz", check_forward_backward)
+        imported("modules.pt.trace.json", lambda snap: check_kineto_modules(snap, tmp))
     done()
 
 

@@ -5,7 +5,10 @@ computed here independently of the importer:
   memory snapshot pickles: live bytes at the dump (the segments' active blocks) replayed
     backwards through the trace, within 0.5%;
   export_memory_timeline raw files: the largest running sum, exactly.
-Phases and steps must be present where the trace records them.
+Phases and steps must be present where the trace records them. A Kineto trace recorded with
+module scopes (with_modules=True) gives each allocation the path of the "nn.Module: CLASS_N"
+events around it on its thread: the bytes live at the peak by path, computed here from the
+trace, equal `report --json`'s modules[] own bytes.
 
     check_traces.py reference   the real recordings (skipped when they are not present)
     check_traces.py fixtures    the small recordings committed in tests/import/fixtures"""
@@ -17,7 +20,7 @@ import pickle
 import sys
 
 from common import (check, done, fixture, fixture_maker, import_file, peak_set_consistent,
-                    reference_traces, tempdir, well_formed)
+                    reference_traces, run, tempdir, well_formed)
 
 
 def read(path):
@@ -52,6 +55,54 @@ def expect_kineto(doc):
         peaks[d] = max(peaks.get(d, 0), run[d])
     # a window that frees more than it allocated started with at least that much live
     return {d: p - low[d] for d, p in peaks.items()}, False
+
+
+def expect_module_bytes(doc):
+    """{device: {path: bytes}} live at each device's peak (the first event whose running total
+    is the highest), each allocation's path made of the module calls whose span holds its event
+    on its thread, outermost first; None for a trace without module calls."""
+    calls = collections.defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "python_function" and \
+                e.get("name", "").startswith("nn.Module: "):
+            calls[(e["pid"], str(e["tid"]))].append((e["ts"], e["ts"] + e["dur"], e["name"][11:]))
+    if not calls:
+        return None
+    mem = sorted((e for e in doc["traceEvents"] if e.get("name") == "[memory]" and
+                  e.get("args", {}).get("Device Type") in (1, 6)), key=lambda e: e["ts"])
+    top = collections.Counter()
+    for e in mem:
+        top[e["args"]["Device Id"]] = max(top[e["args"]["Device Id"]], e["args"]["Total Allocated"])
+    live, out = collections.defaultdict(dict), {}
+    for e in mem:
+        a = e["args"]
+        d = a["Device Id"]
+        if a["Bytes"] > 0:
+            around = sorted((c for c in calls[(e["pid"], str(e["tid"]))]
+                             if c[0] <= e["ts"] <= c[1]), key=lambda c: (c[0], -c[1]))
+            live[d][a["Addr"]] = (a["Bytes"], ".".join(c[2] for c in around) or None)
+        else:
+            live[d].pop(a["Addr"], None)
+        if d not in out and a["Total Allocated"] == top[d]:
+            out[d] = collections.Counter()
+            for size, path in live[d].values():
+                if path:
+                    out[d][path] += size
+    return out
+
+
+def check_module_bytes(name, doc, snap_path):
+    want = expect_module_bytes(doc)
+    if want is None:
+        return
+    p = run(["report", "--json", snap_path])
+    if not check(p.returncode == 0, f"{name}: report --json: {p.stderr}"):
+        return
+    for dev in json.loads(p.stdout)["devices"]:
+        got = {m["path"]: m["self_bytes"] for m in dev["modules"] if m["path"] and m["self_bytes"]}
+        check(got == dict(want.get(dev["device"], {})),
+              f"{name}: device {dev['device']}: own bytes by module path {got}, "
+              f"from the trace {dict(want.get(dev['device'], {}))}")
 
 
 def expect_pickle(snap):
@@ -118,6 +169,9 @@ def main(which):
                 doc = json.loads(data)
                 want, totals = expect_kineto(doc)
                 check(got == want, f"{name}: peaks {got} != {want}")
+                if totals:
+                    check_module_bytes(name, doc, os.path.join(
+                        tmp, os.path.basename(path) + ".vramtap.json"))
                 steps = sorted(int(e["name"].split("#")[1]) for e in doc["traceEvents"]
                                if e.get("name", "").startswith("ProfilerStep#")
                                and not e.get("cat", "").startswith("gpu_"))

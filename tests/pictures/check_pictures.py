@@ -223,9 +223,9 @@ def case_sparkline():
 
 def group_of(a, groups, paths, listed):
     """The label of the group an allocation is drawn in (docs/modules.md, "The pictures"): the
-    deepest group path at or above its module path (a group marked own holds its path only);
-    a path in none is "other modules"; memory the file names no path for is outside modules
-    when listed at the peak, else "(path not recorded)" when the page has that group."""
+    deepest group path at or above its module path; a path in none is "other modules"; memory
+    the file names no path for is outside modules when listed at the peak, else "(path not
+    recorded)" when the page has that group."""
     labels = [g["label"] for g in groups]
     if a.get("module_path") is None:
         unknown = "(path not recorded)"
@@ -233,7 +233,7 @@ def group_of(a, groups, paths, listed):
     path, best = paths[a["module_path"]], None
     for g in groups:
         p = g["path"]
-        if p is not None and (path == p or (not g["own"] and path.startswith(p + "."))):
+        if p is not None and (path == p or path.startswith(p + ".")):
             if best is None or len(p) > len(best["path"]):
                 best = g
     return best["label"] if best else "other modules"
@@ -263,51 +263,75 @@ def replay_groups(snap, groups, device):
 
 
 def case_modules():
-    """The simulated run with module paths (train_sim --modules: net.layers.L, net.head), drawn
-    by module: the groups, their bytes at the peak against `report --json`'s modules[], every
-    point of the chart against an independent replay by group, the module flame graph, and the
-    Perfetto counters by group. A snapshot without paths refuses --by module."""
+    """The simulated run with module paths (train_sim --modules: net.layers.L, net.head) and the
+    import of a Kineto trace recorded with module scopes, drawn by module: the groups, their
+    bytes at the peak against `report --json`'s modules[], every point of the chart against an
+    independent replay by group, the module flame graph, and the Perfetto counters by group. A
+    snapshot without paths refuses --by module."""
     out = tmpdir()
     snaps = simulated(out, ("--batch", "4", "--steps", "3", "--modules"))
     expect(len(snaps), 1, "snapshots of the simulated run with modules")
-    snap_path = snaps[0]
-    snap, rep = load(snap_path), report(snap_path)
-    html, trace = os.path.join(out, "modules.html"), os.path.join(out, "modules.trace.json")
-    cli("view", "--by", "module", snap_path, "-o", html)
-    cli("export", "--perfetto", "--by", "module", snap_path, "-o", trace)
-    data = page_data(html)
-    expect(data["by"], "module", "the page opens grouped by module")
-    dev, rdev = data["devices"][0], rep["devices"][0]
-    rows = {m["path"]: m for m in rdev["modules"]}
-    groups = dev["module_groups"]
+    groups, rows = by_module(snaps[0], out)
     # five path groups fit: net splits into net.layers and net.head, net.layers into its layers
     layers = sorted((p for p in rows if p and p.startswith("net.layers.")),
                     key=lambda p: (-rows[p]["bytes"], p))
     cut = sorted(layers + ["net.head"], key=lambda p: (-rows[p]["bytes"], p))
     expect([g["label"] for g in groups], cut + ["(path not recorded)", "(outside modules)"],
            "the module groups")
+    # an import names every path: no "(path not recorded)"; Net_0 and Block_0 split with a rest
+    groups, _ = by_module(imported("modules.pt.trace.json", out), out)
+    expect([g["label"] for g in groups],
+           ["Net_0.Block_1.Linear_2", "Net_0.Block_0.Linear_0", "Net_0.Block_0 (rest)",
+            "Net_0.Block_1.Linear_3", "Net_0 (rest)", "CrossEntropyLoss_0", "(outside modules)"],
+           "the module groups of the import")
+    os.makedirs(os.path.join(out, "plain"))
+    plain = simulated(os.path.join(out, "plain"))[0]
+    p = cli("view", "--by", "module", plain, "-o", os.path.join(out, "plain.html"), want=2)
+    check("names no nn.Module paths" in p.stderr, "--by module without paths: %r" % p.stderr)
+    check(not os.path.exists(os.path.join(out, "plain.html")), "no page without paths")
+
+
+def by_module(snap_path, out):
+    """Checks the page and trace by module of one snapshot; returns the page's groups and the
+    report's rows by path."""
+    where = os.path.basename(snap_path)
+    snap, rep = load(snap_path), report(snap_path)
+    html, trace = os.path.join(out, where + ".html"), os.path.join(out, where + ".trace.json")
+    cli("view", "--by", "module", snap_path, "-o", html)
+    cli("export", "--perfetto", "--by", "module", snap_path, "-o", trace)
+    data = page_data(html)
+    expect(data["by"], "module", where + ": the page opens grouped by module")
+    dev, rdev = data["devices"][0], rep["devices"][0]
+    rows = {m["path"]: m for m in rdev["modules"]}
+    groups = dev["module_groups"]
     want = {}
     for g in groups:
-        if g["path"] is not None:
-            want[g["label"]] = rows[g["path"]]["self_bytes" if g["own"] else "bytes"]
+        p = g["path"]
+        if p is not None:  # a group marked rest leaves out the groups below it
+            want[g["label"]] = rows[p]["bytes"] - sum(
+                h["peak_bytes"] for h in groups if h["path"] and h["path"].startswith(p + "."))
+            expect(g["rest"], any(h["path"] and h["path"].startswith(p + ".") for h in groups),
+                   "%s: %s marked rest when groups lie below it" % (where, g["label"]))
     want["(outside modules)"] = rows[None]["bytes"]
-    want["(path not recorded)"] = 0
+    if "(path not recorded)" in [g["label"] for g in groups]:
+        want["(path not recorded)"] = 0
     expect({g["label"]: g["peak_bytes"] for g in groups}, want,
-           "each group's bytes at the peak = the report's row")
-    expect(sum(g["peak_bytes"] for g in groups), rdev["live_bytes"], "the groups add up")
+           where + ": each group's bytes at the peak = the report's row")
+    expect(sum(g["peak_bytes"] for g in groups), rdev["live_bytes"], where + ": the groups add up")
     sdev = snap["devices"][0]
     for k, (w, states) in enumerate(zip(dev["windows"], replay_groups(snap, groups, 0))):
         n = len(w["t"])
-        expect([len(c) for c in w["groups"]], [n] * len(groups), "window %d: a column per group" % k)
+        expect([len(c) for c in w["groups"]], [n] * len(groups),
+               "%s window %d: a column per group" % (where, k))
         points = [(w["t"][i], tuple(c[i] for c in w["groups"])) for i in range(n)]
         bad = [p for p in points if p not in set(states)]
-        expect(bad[:3], [], "window %d: points by group that are no real moment" % k)
+        expect(bad[:3], [], "%s window %d: points by group that are no real moment" % (where, k))
         expect([sum(v) for _, v in points], [sum(c[i] for c in w["cats"]) for i in range(n)],
-               "window %d: by group and by category, the same totals" % k)
+               "%s window %d: by group and by category, the same totals" % (where, k))
         if w["start_s"] <= sdev["peak_time_s"] <= w["end_s"]:
             i = w["t"].index(sdev["peak_time_s"])
             expect([c[i] for c in w["groups"]], [g["peak_bytes"] for g in groups],
-                   "window %d: groups at the drawn peak" % k)
+                   "%s window %d: groups at the drawn peak" % (where, k))
     flame = {}
 
     def walk(n):
@@ -315,25 +339,21 @@ def case_modules():
             flame[c["path"]] = c["value"]
             walk(c)
     walk(dev["module_flame"])
-    expect(dev["module_flame"]["value"], rdev["live_bytes"], "module flame root")
+    expect(dev["module_flame"]["value"], rdev["live_bytes"], where + ": module flame root")
     expect(flame, {p: m["bytes"] for p, m in rows.items() if m["bytes"]},
-           "module flame: every path's bytes = the report's")
+           where + ": module flame: every path's bytes = the report's")
     events = load(trace)["traceEvents"]
     counters = [e for e in events if e["ph"] == "C"]
     expect({tuple(e["args"]) for e in counters}, {tuple(g["label"] for g in groups)},
-           "Perfetto: one counter argument per group")
+           where + ": Perfetto: one counter argument per group")
     peak = [e["args"] for e in counters if near_us(e["ts"], sdev["peak_time_s"])]
     expect(peak[-1:], [{g["label"]: g["peak_bytes"] for g in groups}],
-           "Perfetto: the counters at the peak")
+           where + ": Perfetto: the counters at the peak")
     moments = {v for states in replay_groups(snap, groups, 0) for _, v in states}
     bad = [e["args"] for e in counters
            if tuple(e["args"][g["label"]] for g in groups) not in moments]
-    expect(bad[:3], [], "Perfetto: counters by group that are no real moment")
-    os.makedirs(os.path.join(out, "plain"))
-    plain = simulated(os.path.join(out, "plain"))[0]
-    p = cli("view", "--by", "module", plain, "-o", os.path.join(out, "plain.html"), want=2)
-    check("names no nn.Module paths" in p.stderr, "--by module without paths: %r" % p.stderr)
-    check(not os.path.exists(os.path.join(out, "plain.html")), "no page without paths")
+    expect(bad[:3], [], where + ": Perfetto: counters by group that are no real moment")
+    return groups, rows
 
 
 def case_big(nevents=100000):

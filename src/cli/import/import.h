@@ -92,6 +92,7 @@ typedef struct {
     int32_t site;   /* -1: no stack */
     int32_t device; /* CUDA ordinal */
     uint32_t order; /* position in the source: breaks ties in time */
+    uint32_t mpath; /* 1 + index into vt_trace.mpaths: the nn.Module it was made under; 0 none */
     uint8_t evidence;
     /* the source's own category label, VT_NO_CATEGORY if none; for a phase marker (bytes
      * 0), 0 at a span's start and 2 at its end */
@@ -152,6 +153,8 @@ typedef struct {
     size_t nlacks, nnotes, lacks_cap, notes_cap;
     const char *const *category_names; /* the source's labels, indexed by vt_mev.category */
     size_t ncategories;
+    const char **mpaths; /* nn.Module paths the source names (interned in sites) */
+    size_t nmpaths, mpaths_cap;
     int64_t pid;        /* -1 unknown */
     int64_t rank;       /* -1 unknown */
     double start_unix;  /* NAN unknown */
@@ -205,6 +208,7 @@ typedef struct {
     int64_t size;
     uint64_t addr;
     int32_t device, site;
+    uint32_t mpath; /* its birth event's */
     uint8_t category;
     bool before_window; /* live when the recording began; its birth is unknown */
     /* for allocations from before the window: the phase their birth is inferred to have had,

@@ -403,6 +403,7 @@ static int pair(vt_replay *rp, size_t *cap, const uint8_t *label, vt_err *err)
                            .addr = e->addr,
                            .device = e->device,
                            .site = e->site,
+                           .mpath = e->mpath,
                            .category = e->category,
                            .birth = i,
                            .death = VT_NONE};

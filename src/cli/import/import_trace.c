@@ -142,5 +142,6 @@ void vt_trace_free(vt_trace *tr)
         free(tr->notes[i]);
     free(tr->lacks);
     free(tr->notes);
+    free(tr->mpaths);
     memset(tr, 0, sizeof *tr);
 }

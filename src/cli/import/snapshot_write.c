@@ -172,6 +172,8 @@ static json_t *alloc_json(writer *w, const vt_ialloc *a)
     set(&w->b, o, "birth", moment(&w->b, a->birth == VT_NONE ? &before : &rp->when[a->birth]));
     set(&w->b, o, "death", a->death == VT_NONE ? json_null() : moment(&w->b, &rp->when[a->death]));
     set(&w->b, o, "site", site_ref(w, a->site));
+    if (a->mpath)
+        set(&w->b, o, "module_path", json_integer(a->mpath - 1));
     set(&w->b, o, "before_window", json_boolean(a->before_window));
     if (a->before_window)
         set(&w->b, o, "birth_phase_from",
@@ -580,6 +582,9 @@ static json_t *build(writer *w)
     set(b, root, VT_K_COUNTERS, counters_json(b, rp));
     set(b, root, VT_K_DEVICES, devices_json(w));
     set(b, root, VT_K_HOST, json_null());
+    json_t *paths = set(b, root, VT_K_MODULE_PATHS, json_array());
+    for (size_t i = 0; paths && i < tr->nmpaths; i++)
+        append(b, paths, json_string(tr->mpaths[i]));
     set(b, root, VT_K_ALLOCATIONS, allocations_json(w));
     json_t *summary;
     set(b, root, VT_K_TIMELINE, timeline_json(w, &summary));

@@ -1,9 +1,10 @@
 /* The pictures grouped by nn.Module path (docs/modules.md): a chart stacks at most VT_NCATS
  * groups, so the module tree at the peak is cut into a few subtrees. The top paths are groups;
- * the heaviest group is replaced by its children (and its own allocations, when it has some)
- * while they fit, so a model whose memory sits in one branch is drawn by that branch's parts.
- * The slots left are "other modules" (paths in no group), the memory whose path the file does
- * not say (the library's history_allocations carry none) and "(outside modules)". */
+ * the heaviest group is split while there is room: its heaviest children become groups, and it
+ * keeps the rest (its own allocations and those of the children left), so a model whose memory
+ * sits in one branch is drawn by that branch's parts. The slots left are "other modules" (paths
+ * in no group), the memory whose path the file does not say (the library's history_allocations
+ * carry none) and "(outside modules)". */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,53 +12,65 @@
 
 typedef struct {
     size_t row;
-    bool own; /* the row's own allocations only: its children are groups of their own */
+    bool rest;     /* the row but for its children that are groups of their own */
+    int64_t bytes; /* at the peak */
 } cut;
 
-/* The rows right below rows[i] that hold bytes at the peak. */
-static size_t kids_of(const vt_module_bill *mb, size_t i, size_t *kids)
+/* The rows right below rows[i] that hold bytes at the peak, heavier first; *all counts those
+ * that hold none too. */
+static size_t kids_of(const vt_module_bill *mb, size_t i, size_t *kids, size_t *all)
 {
     size_t n = 0;
+    *all = 0;
     for (size_t k = i + 1; k < mb->n && mb->rows[k].path && mb->rows[k].depth > mb->rows[i].depth;
          k++)
-        if (mb->rows[k].depth == mb->rows[i].depth + 1 && mb->rows[k].bytes > 0)
-            kids[n++] = k;
+        if (mb->rows[k].depth == mb->rows[i].depth + 1) {
+            ++*all;
+            if (mb->rows[k].bytes > 0)
+                kids[n++] = k;
+        }
     return n;
 }
 
-/* Replaces the heaviest whole group whose parts fit in room; false when none does. */
+/* How many of a group's nk children can become groups, with free slots for the parts; *rest:
+ * whether the group stays for the rest. 0: it cannot be split. */
+static size_t parts_of(const vt_module_row *r, size_t nk, size_t all, size_t free, bool *rest)
+{
+    *rest = r->self_bytes > 0 || all > nk;
+    if (nk + *rest > free) {
+        *rest = true;
+        nk = free - 1;
+    }
+    return nk;
+}
+
+/* Splits the heaviest whole group that can be split in room; false when none can. */
 static bool split_one(const vt_module_bill *mb, size_t room, cut *cuts, size_t *n, size_t *kids)
 {
-    size_t best = SIZE_MAX, nbest = 0;
+    size_t best = SIZE_MAX, all;
+    bool rest;
     for (size_t g = 0; g < *n; g++) {
-        if (cuts[g].own)
-            continue;
-        const vt_module_row *r = &mb->rows[cuts[g].row];
-        size_t nk = kids_of(mb, cuts[g].row, kids);
-        size_t parts = nk + (r->self_bytes > 0);
-        if (nk && *n - 1 + parts <= room &&
-            (best == SIZE_MAX || r->bytes > mb->rows[cuts[best].row].bytes)) {
+        size_t nk = kids_of(mb, cuts[g].row, kids, &all);
+        if (!cuts[g].rest && nk &&
+            parts_of(&mb->rows[cuts[g].row], nk, all, room - *n + 1, &rest) &&
+            (best == SIZE_MAX || cuts[g].bytes > cuts[best].bytes))
             best = g;
-            nbest = nk;
-        }
     }
     if (best == SIZE_MAX)
         return false;
-    const vt_module_row *r = &mb->rows[cuts[best].row];
-    size_t row = cuts[best].row;
-    kids_of(mb, row, kids);
+    cut split = cuts[best];
+    size_t nk = kids_of(mb, split.row, kids, &all);
+    size_t m = parts_of(&mb->rows[split.row], nk, all, room - *n + 1, &rest);
     memmove(&cuts[best], &cuts[best + 1], (*n - best - 1) * sizeof *cuts);
     (*n)--;
-    if (r->self_bytes > 0)
-        cuts[(*n)++] = (cut){row, true};
-    for (size_t k = 0; k < nbest; k++)
-        cuts[(*n)++] = (cut){kids[k], false};
+    split.rest = true;
+    for (size_t k = 0; k < m; k++) {
+        cuts[(*n)++] = (cut){kids[k], false, mb->rows[kids[k]].bytes};
+        split.bytes -= mb->rows[kids[k]].bytes;
+    }
+    if (rest)
+        cuts[(*n)++] = split;
     return true;
-}
-
-static int64_t cut_bytes(const vt_module_bill *mb, const cut *c)
-{
-    return c->own ? mb->rows[c->row].self_bytes : mb->rows[c->row].bytes;
 }
 
 static const vt_module_bill *sorting;
@@ -65,13 +78,12 @@ static const vt_module_bill *sorting;
 static int heavier_first(const void *pa, const void *pb)
 {
     const cut *a = pa, *b = pb;
-    int64_t x = cut_bytes(sorting, a), y = cut_bytes(sorting, b);
-    if (x != y)
-        return x > y ? -1 : 1;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
     return strcmp(sorting->rows[a->row].path, sorting->rows[b->row].path);
 }
 
-/* The group of one interned path: the deepest cut above or at it, if it covers it. */
+/* The group of one interned path: the deepest cut at or above it. */
 static int slot_of_path(const vt_module_bill *mb, const cut *cuts, size_t n, const char *path,
                         int other)
 {
@@ -80,10 +92,8 @@ static int slot_of_path(const vt_module_bill *mb, const cut *cuts, size_t n, con
     for (size_t g = 0; g < n; g++) {
         const char *gp = mb->rows[cuts[g].row].path;
         size_t len = strlen(gp);
-        bool exact = !strcmp(path, gp);
-        bool under = !strncmp(path, gp, len) && path[len] == '.';
-        if ((exact || (under && !cuts[g].own)) && len + exact > best) {
-            best = len + exact;
+        if (!strncmp(path, gp, len) && (!path[len] || path[len] == '.') && len + 1 > best) {
+            best = len + 1;
             slot = (int)g;
         }
     }
@@ -97,7 +107,7 @@ static size_t cut_tree(const vt_module_bill *mb, size_t room, cut *cuts, size_t 
     /* rows come heavier first among siblings: the first top paths holding bytes */
     for (size_t i = 0; i < mb->n && n < room; i++)
         if (mb->rows[i].path && mb->rows[i].depth == 0 && mb->rows[i].bytes > 0)
-            cuts[n++] = (cut){i, false};
+            cuts[n++] = (cut){i, false, mb->rows[i].bytes};
     while (split_one(mb, room, cuts, &n, kids))
         ;
     sorting = mb;
@@ -134,10 +144,12 @@ static bool *paths_used(const vt_snapshot *snap, int device)
     return used;
 }
 
-/* Whether the history's own allocations (those not live at the peak) can say where they were
- * made: not when none of them names a path, as the library writes them. */
+/* Whether the history's own allocations (those not live at the peak) cannot say where they
+ * were made: the library writes them without a path (an import names every path it knows). */
 static bool history_unnamed(const vt_snapshot *snap, int device)
 {
+    if (snap->kind == VT_SNAP_IMPORT)
+        return false;
     bool any = false;
     for (size_t i = 0; i < snap->nhextra; i++) {
         if (snap->hextra[i].mpath >= 0)
@@ -188,7 +200,7 @@ int vt_module_groups_build(vt_snapshot *snap, const vt_bill *bill, vt_module_gro
     for (size_t i = 0; i < n; i++) {
         const vt_module_row *r = &mb.rows[cuts[i].row];
         g->path[i] = strdup(r->path);
-        g->own[i] = cuts[i].own;
+        g->rest[i] = cuts[i].rest;
     }
     g->n = n;
     g->other = any_other ? (int)g->n++ : -1;
@@ -228,7 +240,7 @@ const char *vt_module_group_label(const vt_module_groups *g, size_t i, char *buf
         return "other modules";
     if ((int)i == g->unknown)
         return "(path not recorded)";
-    snprintf(buf, len, "%s%s", g->path[i], g->own[i] ? " (own)" : "");
+    snprintf(buf, len, "%s%s", g->path[i], g->rest[i] ? " (rest)" : "");
     return buf;
 }
 

@@ -11,14 +11,14 @@
 #define VT_TRACE_POINTS 20000
 
 /* module_groups.c: the few module paths a picture stacks apart (slots of a vt_point), each the
- * path and everything below it, or with `own` only the path's own allocations. */
+ * path and everything below it but the groups deeper down ("rest": some are). */
 typedef struct {
     bool any; /* the snapshot names module paths */
     /* slots used: the paths, "other modules" (when some path is in none), "(path not
      * recorded)" (history allocations of a file that names no path for them), outside */
     size_t n;
     char *path[VT_NCATS];
-    bool own[VT_NCATS];
+    bool rest[VT_NCATS];
     int other, unknown, outside; /* their slots; other and unknown -1 when none */
     int64_t peak_bytes[VT_NCATS];
     int *slot_of_path; /* per snapshot module path */
@@ -28,7 +28,7 @@ typedef struct {
 int vt_module_groups_build(vt_snapshot *snap, const vt_bill *bill, vt_module_groups *g,
                            vt_err *err);
 void vt_module_groups_free(vt_module_groups *g);
-/* "enc.layers.2", "enc (own)", "other modules", "(path not recorded)", "(outside modules)"
+/* "enc.layers.2", "enc (rest)", "other modules", "(path not recorded)", "(outside modules)"
  * (buf: the first two) */
 const char *vt_module_group_label(const vt_module_groups *g, size_t i, char *buf, size_t len);
 const char *vt_module_group_color(const vt_module_groups *g, size_t i);

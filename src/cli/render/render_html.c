@@ -223,7 +223,7 @@ static json_t *groups_json(const vt_module_groups *g)
         json_array_append_new(a, json_pack("{s:s, s:o, s:b, s:s, s:I}", "label",
                                            vt_module_group_label(g, i, buf, sizeof buf), "path",
                                            g->path[i] ? json_string(g->path[i]) : json_null(),
-                                           "own", g->own[i], "color", vt_module_group_color(g, i),
+                                           "rest", g->rest[i], "color", vt_module_group_color(g, i),
                                            "peak_bytes", (json_int_t)g->peak_bytes[i]));
     return a;
 }
