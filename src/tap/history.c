@@ -1,9 +1,15 @@
-/* The allocation history book (history.h). Events sit in one mapped array, windows in order:
- * the first window from index 0, then the kept peak steps, then the step in progress. Keeping
- * or dropping the step in progress, and releasing a peak step a newer one replaced, move
- * events only at step boundaries. */
+/* The allocation history book (history.h). Events sit in one mapped array of 32-byte units,
+ * windows in order: the first window from unit 0, then the kept peak steps, then the step in
+ * progress. Keeping or dropping the step in progress, and releasing a peak step a newer one
+ * replaced, move events only at step boundaries.
+ *
+ * Recording writes memory no cache holds yet, so an event is as short as what it must say: an
+ * allocation takes two units; its free one unit when the allocation's event is in the same
+ * window (which windows keep or let go as a whole), three otherwise (the free then says
+ * everything about its allocation). A pair of the common kind writes 96 bytes, not 160. */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,23 +25,45 @@ enum {
     GONE = 1 << 7    /* an allocation: freed since (its record may be another's now) */
 };
 
-/* One allocation or free, with what the file says about its allocation: 80 bytes, so that
- * recording touches few pages and the writer's copy under the lock is short. */
+/* An event's length in units, in its head. */
+enum { SHORT_FREE = 1, ALLOC = 2, WHOLE_FREE = 3 };
+
+/* The first 8 bytes of every event. */
 typedef struct {
+    uint32_t ref;  /* an allocation: its record's arena index + 1, to unmark the record when the
+                      event is let go (compared by id); a short free: how many units back its
+                      allocation's event is */
+    uint8_t flags; /* the birth's phase, the death's phase, FREED, MARKED or GONE */
+    uint8_t units;
+    int8_t device;
+    uint8_t api;
+} head;
+
+/* An allocation (its first two units), or a free whose allocation's event is not in its
+ * window (all three). Marks without their phases, which the flags keep: 24 bytes, not 32. */
+typedef struct {
+    head h;
     uint64_t id, size;
     uintptr_t address;
-    vt_when birth; /* marks without their phases, which the flags keep: 24 bytes, not 32 */
-    union {
-        vt_rec *rec;   /* an allocation: to unmark it when the event is let go; compared by id */
-        vt_when death; /* a free */
-    } u;
+    vt_when birth;
     uint32_t site;
-    int8_t device;
-    uint8_t api, kind;
-    uint8_t flags; /* the birth's phase, the death's phase, FREED, MARKED or GONE */
+    uint8_t kind;
+    vt_when death;
 } hev;
 
-_Static_assert(sizeof(hev) == 80, "an event is 80 bytes");
+/* A free whose allocation's event is in the same window. */
+typedef struct {
+    head h;
+    vt_when death;
+} hshort;
+
+typedef struct {
+    uint64_t w[4];
+} unit;
+
+_Static_assert(sizeof(hshort) == sizeof(unit) && offsetof(hev, birth) == sizeof(unit) &&
+                   offsetof(hev, death) == 2 * sizeof(unit) && sizeof(hev) <= 3 * sizeof(unit),
+               "events are whole units");
 _Static_assert(VT_MAX_DEVICES <= INT8_MAX && VT_PHASE_OTHER < (1 << PHASE_BITS),
                "devices and phases fit an event");
 
@@ -53,18 +81,6 @@ static vt_mark unpack(const vt_when *m, unsigned phase)
                      .phase = (uint8_t)(phase & ((1u << PHASE_BITS) - 1))};
 }
 
-static int freed(const hev *e)
-{
-    return (e->flags & FREED) != 0;
-}
-
-/* When the event happened: its allocation's birth or death. */
-static vt_mark at(const hev *e)
-{
-    return freed(e) ? unpack(&e->u.death, (unsigned)e->flags >> PHASE_BITS)
-                    : unpack(&e->birth, e->flags);
-}
-
 /* A free of an allocation whose event is kept, where the free itself is not. */
 typedef struct {
     uint64_t id;
@@ -75,8 +91,9 @@ enum { WIN_FIRST, WIN_PEAK };
 
 typedef struct {
     uint8_t reason;
-    uint32_t devices; /* WIN_PEAK: the devices that reached their peak in it */
-    size_t first, n;
+    uint32_t devices;    /* WIN_PEAK: the devices that reached their peak in it */
+    size_t first, units; /* where its events are, in units */
+    size_t n;            /* how many */
     uint64_t start_seq, start_time, end_time;
     int truncated;
 } hwin;
@@ -86,16 +103,18 @@ typedef struct {
 static struct {
     int on;
     uint32_t steps;
-    size_t cap, late_cap;
-    hev *ev;
+    size_t cap, late_cap; /* in events */
+    size_t ucap;          /* in units: room for cap events of the longest kind */
+    unit *u;
     late_death *late;
+    size_t used; /* units */
     size_t n, nlate;
     uint64_t dropped;
     int first_open;
     hwin first;
     hwin kept[VT_MAX_DEVICES + 1]; /* one more while a step joins them */
     int nkept;
-    hwin cur; /* the step in progress: events [cur.first, n) */
+    hwin cur; /* the step in progress: units [cur.first, used) */
     uint32_t cur_peaks;
     size_t asked; /* the latest want */
 } H;
@@ -125,7 +144,7 @@ static void *map(size_t bytes)
 /* With the state lock held, after an event was added. */
 static void ready_ahead(void)
 {
-    size_t used = H.n * sizeof *H.ev;
+    size_t used = H.used * sizeof *H.u;
     if (used + CHUNK / 2 > H.asked) {
         H.asked = used + CHUNK;
         atomic_store_explicit(&P.want, H.asked, memory_order_relaxed);
@@ -138,12 +157,12 @@ void vt_history_prepare(void)
     if (want <= atomic_load_explicit(&P.ready, memory_order_relaxed) ||
         atomic_flag_test_and_set(&P.busy))
         return;
-    size_t bytes = H.cap * sizeof *H.ev, ready = atomic_load(&P.ready);
+    size_t bytes = H.ucap * sizeof *H.u, ready = atomic_load(&P.ready);
     int saved = errno; /* the program's, whatever this call does */
     want = atomic_load(&P.want);
     while (ready < want && ready < bytes) {
         size_t n = bytes - ready < CHUNK ? bytes - ready : CHUNK;
-        if (madvise((char *)H.ev + ready, n, MADV_POPULATE_WRITE)) {
+        if (madvise((char *)H.u + ready, n, MADV_POPULATE_WRITE)) {
             /* refused (an older kernel, no memory): recording faults its pages in, as it
              * would without this; interrupted: the next call goes on */
             if (errno != EINTR)
@@ -160,7 +179,7 @@ void vt_history_prepare(void)
 static void start_step(uint64_t now)
 {
     H.cur = (hwin){.reason = WIN_PEAK,
-                   .first = H.n,
+                   .first = H.used,
                    .start_seq = vt_state.seq + 1,
                    .start_time = now,
                    .end_time = now};
@@ -172,19 +191,20 @@ void vt_history_init(void)
     if (!vt_cfg.history_events)
         return;
     H.cap = (size_t)vt_cfg.history_events;
+    H.ucap = H.cap * WHOLE_FREE;
     H.late_cap = H.cap / 8 + 64;
-    H.ev = map(H.cap * sizeof *H.ev);
+    H.u = map(H.ucap * sizeof *H.u);
     H.late = map(H.late_cap * sizeof *H.late);
-    if (H.ev)
-        madvise(H.ev, H.cap * sizeof *H.ev, MADV_HUGEPAGE); /* a hint: fewer, larger faults */
-    if (!H.ev || !H.late) {
+    if (H.u)
+        madvise(H.u, H.ucap * sizeof *H.u, MADV_HUGEPAGE); /* a hint: fewer, larger faults */
+    if (!H.u || !H.late) {
         vt_log("no room for the allocation history (VRAMTAP_HISTORY_EVENTS=%d): kept none",
                vt_cfg.history_events);
-        if (H.ev)
-            munmap(H.ev, H.cap * sizeof *H.ev);
+        if (H.u)
+            munmap(H.u, H.ucap * sizeof *H.u);
         if (H.late)
             munmap(H.late, H.late_cap * sizeof *H.late);
-        H.ev = NULL;
+        H.u = NULL;
         H.late = NULL;
         return;
     }
@@ -206,7 +226,12 @@ static void add_late(uint64_t id, const vt_mark *death)
         H.dropped++;
 }
 
-void vt_history_note_locked(vt_rec *r, const vt_mark *death, int new_peak)
+static head *head_at(size_t i)
+{
+    return (head *)&H.u[i];
+}
+
+void vt_history_note_locked(vt_rec *r, uint32_t rec, const vt_mark *death, int new_peak)
 {
     if (!H.on)
         return;
@@ -215,7 +240,7 @@ void vt_history_note_locked(vt_rec *r, const vt_mark *death, int new_peak)
     if (new_peak && !H.first_open)
         H.cur_peaks |= 1u << r->device;
     if (is_free && r->hist)
-        H.ev[r->hist - 1].flags |= GONE;
+        head_at(r->hist - 1)->flags |= GONE;
     /* a window cut short stays a prefix of what happened */
     if (H.n == H.cap || w->truncated) {
         H.dropped++;
@@ -224,40 +249,59 @@ void vt_history_note_locked(vt_rec *r, const vt_mark *death, int new_peak)
             add_late(r->id, death);
         return;
     }
-    hev *e = &H.ev[H.n++];
-    *e = (hev){.id = r->id,
-               .size = r->size,
-               .address = vt_rec_address(r),
-               .birth = r->born,
-               .site = r->site,
-               .device = r->device,
-               .api = r->api,
-               .kind = r->kind,
-               .flags = r->phase};
-    if (is_free) {
-        e->u.death = pack(death);
-        e->flags |= (uint8_t)(death->phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
-        w->end_time = death->time;
+    size_t at = H.used;
+    uint8_t units;
+    if (is_free && r->hist > w->first) {
+        hshort *e = (hshort *)&H.u[at];
+        units = SHORT_FREE;
+        e->h = (head){.ref = (uint32_t)(at - (r->hist - 1)),
+                      .flags = (uint8_t)(death->phase << PHASE_BITS | FREED | MARKED),
+                      .units = units};
+        e->death = pack(death);
     } else {
-        e->u.rec = r;
-        r->hist = (uint32_t)H.n;
-        w->end_time = r->born.time;
+        hev *e = (hev *)&H.u[at];
+        units = is_free ? WHOLE_FREE : ALLOC;
+        e->h = (head){.ref = is_free ? 0 : rec,
+                      .flags = r->phase,
+                      .units = units,
+                      .device = r->device,
+                      .api = r->api};
+        e->id = r->id;
+        e->size = r->size;
+        e->address = r->kind == VT_KIND_VMM ? vt_rec_address(r) : r->key;
+        e->birth = r->born;
+        e->site = r->site;
+        e->kind = r->kind;
+        if (is_free) {
+            e->death = pack(death);
+            e->h.flags |= (uint8_t)(death->phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
+        } else {
+            r->hist = (uint32_t)at + 1;
+        }
     }
+    w->end_time = is_free ? death->time : r->born.time;
+    H.used += units;
+    H.n++;
     w->n++;
+    w->units += units;
     ready_ahead();
 }
 
-/* The record of an allocation's event, while it is that allocation's. */
-static vt_rec *owner(const hev *e)
+/* The record of the allocation whose event is at unit i, while it is that allocation's. */
+static vt_rec *owner(size_t i)
 {
-    return !(e->flags & (FREED | GONE)) && e->u.rec->id == e->id ? e->u.rec : NULL;
+    const hev *e = (const hev *)&H.u[i];
+    if (e->h.units != ALLOC || (e->h.flags & GONE))
+        return NULL;
+    vt_rec *r = vt_arena_at(e->h.ref - 1);
+    return r->id == e->id ? r : NULL;
 }
 
 /* The allocations of events let go are no longer in the history. */
 static void unmark(const hwin *w)
 {
-    for (size_t i = w->first; i < w->first + w->n; i++) {
-        vt_rec *r = owner(&H.ev[i]);
+    for (size_t i = w->first; i < w->first + w->units; i += head_at(i)->units) {
+        vt_rec *r = owner(i);
         if (r)
             r->hist = 0;
     }
@@ -266,15 +310,16 @@ static void unmark(const hwin *w)
 static void drop_step(void)
 {
     unmark(&H.cur);
-    for (size_t i = H.cur.first; i < H.n; i++) {
-        const hev *e = &H.ev[i];
+    for (size_t i = H.cur.first; i < H.used; i += head_at(i)->units) {
+        const hev *e = (const hev *)&H.u[i];
         /* the free of an allocation kept in an earlier window must not be lost with the step */
-        if (freed(e) && (e->flags & MARKED) && e->birth.seq < H.cur.start_seq) {
-            vt_mark death = at(e);
+        if (e->h.units == WHOLE_FREE && (e->h.flags & MARKED) && e->birth.seq < H.cur.start_seq) {
+            vt_mark death = unpack(&e->death, (unsigned)e->h.flags >> PHASE_BITS);
             add_late(e->id, &death);
         }
     }
-    H.n = H.cur.first;
+    H.used = H.cur.first;
+    H.n -= H.cur.n;
 }
 
 /* The step becomes the peak step of the devices that peaked in it; windows that no device
@@ -285,7 +330,7 @@ static void keep_step(void)
         H.kept[i].devices &= ~H.cur_peaks;
     H.cur.devices = H.cur_peaks;
     H.kept[H.nkept++] = H.cur;
-    size_t to = H.first.n;
+    size_t to = H.first.units, n = H.first.n;
     int out = 0;
     for (int i = 0; i < H.nkept; i++) {
         hwin w = H.kept[i];
@@ -294,19 +339,21 @@ static void keep_step(void)
             continue;
         }
         if (w.first != to) {
-            memmove(&H.ev[to], &H.ev[w.first], w.n * sizeof *H.ev);
-            for (size_t k = to; k < to + w.n; k++) {
-                vt_rec *r = owner(&H.ev[k]);
+            memmove(&H.u[to], &H.u[w.first], w.units * sizeof *H.u);
+            for (size_t k = to; k < to + w.units; k += head_at(k)->units) {
+                vt_rec *r = owner(k);
                 if (r)
                     r->hist = (uint32_t)k + 1;
             }
         }
         w.first = to;
-        to += w.n;
+        to += w.units;
+        n += w.n;
         H.kept[out++] = w;
     }
     H.nkept = out;
-    H.n = to;
+    H.used = to;
+    H.n = n;
 }
 
 void vt_history_step_locked(void)
@@ -336,7 +383,7 @@ void vt_history_reset_after_fork(void)
 {
     if (!H.on)
         return;
-    H.n = H.nlate = 0;
+    H.used = H.n = H.nlate = 0;
     H.dropped = 0;
     H.nkept = 0;
     uint64_t now = vt_clock();
@@ -354,13 +401,38 @@ void vt_history_reset_after_fork(void)
 
 /* --- the copy and the file ------------------------------------------------------------ */
 
+/* An event as the writer reads it: units widened, a short free given its allocation's. */
+typedef struct {
+    uint64_t id, size;
+    uintptr_t address;
+    vt_when birth, death;
+    uint32_t site;
+    int8_t device;
+    uint8_t api, kind;
+    uint8_t flags;
+} wide;
+
+static int freed(const wide *e)
+{
+    return (e->flags & FREED) != 0;
+}
+
+/* When the event happened: its allocation's birth or death. */
+static vt_mark at(const wide *e)
+{
+    return freed(e) ? unpack(&e->death, (unsigned)e->flags >> PHASE_BITS)
+                    : unpack(&e->birth, e->flags);
+}
+
 struct vt_history_copy {
     int on;
     uint32_t steps;
     size_t max_events;
     uint64_t dropped;
-    hev *ev;
-    size_t n, cap;
+    unit *u;
+    size_t used, cap; /* units */
+    wide *ev;         /* the events widened, window after window (vt_history_write) */
+    size_t n;
     late_death *late;
     size_t nlate, late_cap;
     hwin win[MAX_WINDOWS];
@@ -369,7 +441,7 @@ struct vt_history_copy {
 
 size_t vt_history_bound_locked(void)
 {
-    return H.n + H.nlate;
+    return H.used + H.nlate;
 }
 
 vt_history_copy *vt_history_copy_new(size_t bound)
@@ -379,14 +451,14 @@ vt_history_copy *vt_history_copy_new(size_t bound)
         return NULL;
     c->cap = bound + bound / 8 + 64;
     c->late_cap = c->cap < H.late_cap ? c->cap : H.late_cap;
-    c->ev = malloc(c->cap * sizeof *c->ev);
+    c->u = malloc(c->cap * sizeof *c->u);
     c->late = malloc(c->late_cap * sizeof *c->late);
-    if (!c->ev || !c->late) {
+    if (!c->u || !c->late) {
         vt_history_copy_free(c);
         return NULL;
     }
     /* touched here, so that the copy under the lock is a copy and not a page fault per page */
-    memset(c->ev, 0, c->cap * sizeof *c->ev);
+    memset(c->u, 0, c->cap * sizeof *c->u);
     memset(c->late, 0, c->late_cap * sizeof *c->late);
     return c;
 }
@@ -395,6 +467,7 @@ void vt_history_copy_free(vt_history_copy *c)
 {
     if (!c)
         return;
+    free(c->u);
     free(c->ev);
     free(c->late);
     free(c);
@@ -405,14 +478,14 @@ int vt_history_freeze_locked(vt_history_copy *c)
     c->on = H.on;
     if (!H.on)
         return 1;
-    if (H.n > c->cap || H.nlate > c->late_cap)
+    if (H.used > c->cap || H.nlate > c->late_cap)
         return 0;
     c->steps = H.steps;
     c->max_events = H.cap;
     c->dropped = H.dropped;
-    c->n = H.n;
+    c->used = H.used;
     c->nlate = H.nlate;
-    memcpy(c->ev, H.ev, H.n * sizeof *H.ev);
+    memcpy(c->u, H.u, H.used * sizeof *H.u);
     memcpy(c->late, H.late, H.nlate * sizeof *H.late);
     uint64_t now = vt_clock();
     c->nwin = 0;
@@ -437,7 +510,7 @@ int vt_history_freeze_locked(vt_history_copy *c)
 
 static int by_id(const void *pa, const void *pb)
 {
-    const hev *a = *(const hev *const *)pa, *b = *(const hev *const *)pb;
+    const wide *a = *(const wide *const *)pa, *b = *(const wide *const *)pb;
     if (a->id != b->id)
         return a->id < b->id ? -1 : 1;
     return freed(a) - freed(b);
@@ -466,9 +539,9 @@ static int listed(uint64_t id, const vt_history_listed *l)
 
 /* One allocation from its events (sorted: its allocation first, then its free) and the late
  * deaths; returns the number of events used. */
-static size_t gather(vt_history_copy *c, hev **ev, size_t n, frozen_rec *r)
+static size_t gather(vt_history_copy *c, wide **ev, size_t n, frozen_rec *r)
 {
-    const hev *a = ev[0];
+    const wide *a = ev[0];
     *r = (frozen_rec){.id = a->id,
                       .size = a->size,
                       .address = a->address,
@@ -478,7 +551,7 @@ static size_t gather(vt_history_copy *c, hev **ev, size_t n, frozen_rec *r)
                       .api = a->api,
                       .kind = a->kind};
     size_t used = 1;
-    const hev *f = freed(a) ? a : n > 1 && ev[1]->id == a->id ? ev[1] : NULL;
+    const wide *f = freed(a) ? a : n > 1 && ev[1]->id == a->id ? ev[1] : NULL;
     used += f && f != a;
     late_death key = {.id = a->id};
     const late_death *late =
@@ -496,14 +569,14 @@ static size_t gather(vt_history_copy *c, hev **ev, size_t n, frozen_rec *r)
 static void write_allocations(vt_history_copy *c, const vt_history_listed *l,
                               const vt_history_out *out)
 {
-    hev **order = malloc((c->n + 1) * sizeof *order);
+    wide **order = malloc((c->n + 1) * sizeof *order);
     size_t n = 0;
     /* Sorting is the writer's largest cost: only the events of allocations the file does not
      * list, and of those it lists, the ones freed since (whose lost frees `dropped` counts).
      * With a large live set, that is few of them. */
     for (int w = 0; order && w < c->nwin; w++)
         for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++) {
-            const hev *e = &c->ev[i];
+            const wide *e = &c->ev[i];
             if (freed(e) || (e->flags & GONE) || !listed(e->id, l))
                 order[n++] = &c->ev[i];
         }
@@ -520,16 +593,65 @@ static void write_allocations(vt_history_copy *c, const vt_history_listed *l,
     free(order);
 }
 
+/* The event at unit i of the copy. */
+static wide widen(const vt_history_copy *c, size_t i)
+{
+    const head *h = (const head *)&c->u[i];
+    if (h->units == SHORT_FREE) {
+        wide w = widen(c, i - h->ref);
+        w.death = ((const hshort *)h)->death;
+        w.flags = (uint8_t)((w.flags & ((1u << PHASE_BITS) - 1)) | h->flags);
+        return w;
+    }
+    const hev *e = (const hev *)h;
+    wide w = {.id = e->id,
+              .size = e->size,
+              .address = e->address,
+              .birth = e->birth,
+              .site = e->site,
+              .device = h->device,
+              .api = h->api,
+              .kind = e->kind,
+              .flags = h->flags};
+    if (h->units == WHOLE_FREE)
+        w.death = e->death;
+    return w;
+}
+
+/* Widens every window's events, which then start at their index in c->ev: 0 when memory ran
+ * out. */
+static int widen_all(vt_history_copy *c)
+{
+    size_t n = 0;
+    for (int w = 0; w < c->nwin; w++)
+        n += c->win[w].n;
+    c->ev = malloc((n + 1) * sizeof *c->ev);
+    if (!c->ev)
+        return 0;
+    c->n = 0;
+    for (int w = 0; w < c->nwin; w++) {
+        size_t i = c->win[w].first;
+        c->win[w].first = c->n;
+        for (size_t k = 0; k < c->win[w].n; k++, i += ((const head *)&c->u[i])->units)
+            c->ev[c->n++] = widen(c, i);
+    }
+    return 1;
+}
+
 int vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_listed *l,
                      const vt_history_out *out)
 {
     if (!cc || !cc->on)
         return 0;
     vt_history_copy *c = (vt_history_copy *)cc;
+    if (!c->ev && !widen_all(c)) {
+        vt_log("no memory to write the allocation history: the file has none");
+        return 0;
+    }
     write_allocations(c, l, out);
     for (int w = 0; w < c->nwin; w++)
         for (size_t i = c->win[w].first; i < c->win[w].first + c->win[w].n; i++) {
-            const hev *e = &c->ev[i];
+            const wide *e = &c->ev[i];
             out->event(out->ctx, at(e).time, e->id,
                        freed(e) ? -(int64_t)e->size : (int64_t)e->size);
         }

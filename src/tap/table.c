@@ -399,8 +399,9 @@ vt_mark vt_mark_now_locked(void)
 /* Returns VT_FIRST_USE and VT_NEW_PEAK flags for the sampling that follows outside the lock. */
 enum { VT_FIRST_USE = 1, VT_NEW_PEAK = 2 };
 
-static int account_alloc(vt_rec *r)
+static int account_alloc(uint32_t rec)
 {
+    vt_rec *r = rec_at(rec - 1);
     vt_device *d = &vt_state.dev[r->device];
     int flags = 0;
     if (!d->used) {
@@ -418,7 +419,7 @@ static int account_alloc(vt_rec *r)
     vt_state.made_device_alloc = 1;
     if (vt_peak_note_alloc(d, r))
         flags |= VT_NEW_PEAK;
-    vt_history_note_locked(r, NULL, flags & VT_NEW_PEAK);
+    vt_history_note_locked(r, rec, NULL, flags & VT_NEW_PEAK);
     if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
         vt_state.open.live_max[r->device] = d->live;
     if (pending_ooms) {
@@ -442,7 +443,7 @@ static void account_free(uint32_t rec)
     d->live -= r->size;
     vt_state.c.frees++;
     vt_mark death = vt_mark_now_locked();
-    vt_history_note_locked(r, &death, 0);
+    vt_history_note_locked(r, rec, &death, 0);
     uint32_t copied =
         vt_state.freezing && rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
     rec_free(rec - 1, vt_peak_note_free(d, r, vt_rec_address(r), &death, copied));
@@ -454,16 +455,16 @@ vt_rec *vt_live_find_locked(uintptr_t addr)
     return rec ? rec_at(rec - 1) : NULL;
 }
 
-/* A new record in `ix`, or NULL (counted as dropped) when memory ran out. */
-static vt_rec *insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind, int device,
-                      uint64_t size, uint32_t site)
+/* A new record in `ix` (its index + 1), or 0 (counted as dropped) when memory ran out. */
+static uint32_t insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind, int device,
+                       uint64_t size, uint32_t site)
 {
     uint32_t rec = key ? rec_new() : 0;
     if (!rec || index_put(ix, key, rec)) {
         if (rec)
             rec_free(rec - 1, 0);
         vt_state.c.dropped++;
-        return NULL;
+        return 0;
     }
     vt_rec *r = rec_at(rec - 1);
     uint64_t id = ++vt_state.next_id;
@@ -478,7 +479,7 @@ static vt_rec *insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind, 
                   .api = (uint8_t)api,
                   .kind = (uint8_t)kind,
                   .phase = m.phase & 15};
-    return r;
+    return rec;
 }
 
 /* Before the lock (it says so on stderr): whether the device's ordinal is one recorded. */
@@ -526,9 +527,9 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     vt_lock();
     if (device_ok(in_range)) {
         drop_stale(&live_ix, addr);
-        vt_rec *r = insert(&live_ix, addr, api, kind, device, size, site);
-        if (r)
-            flags = account_alloc(r);
+        uint32_t rec = insert(&live_ix, addr, api, kind, device, size, site);
+        if (rec)
+            flags = account_alloc(rec);
     }
     vt_unlock();
     if (flags)
@@ -567,14 +568,14 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
     vt_books_prepare();
     vt_lock();
     host_drop(addr);
-    vt_rec *r = insert(&host_ix, addr, api, VT_KIND_HOST, 0, size, site);
-    if (r) {
+    uint32_t rec = insert(&host_ix, addr, api, VT_KIND_HOST, 0, size, site);
+    if (rec) {
         vt_state.c.host_allocs++;
         vt_state.hostmem.allocs++;
         vt_state.hostmem.live += size;
         if (vt_state.hostmem.live > vt_state.hostmem.peak) {
             vt_state.hostmem.peak = vt_state.hostmem.live;
-            vt_state.hostmem.peak_time = r->born.time;
+            vt_state.hostmem.peak_time = rec_at(rec - 1)->born.time;
         }
     }
     vt_unlock();
@@ -695,15 +696,16 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
         vmm_extra *stale = extra_of(handle);
         if (stale)
             vmm_drop(stale);
-        vt_rec *r = NULL;
+        uint32_t rec = 0;
         if (e && extra_add(e, handle)) {
-            if (!(r = insert(&vmm_ix, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site)))
+            if (!(rec =
+                      insert(&vmm_ix, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site)))
                 HASH_DEL(extras, e);
         } else {
             vt_state.c.dropped++;
         }
-        if (r)
-            account_alloc(r);
+        if (rec)
+            account_alloc(rec);
         else
             free(e);
     } else {
