@@ -90,6 +90,15 @@ uint64_t vt_clock(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+uint64_t vt_ticks_per_second(void)
+{
+    if (!use_tsc)
+        return 1000000000u;
+    double s = vt_mono_seconds();
+    uint64_t t = vt_clock();
+    return s < 0.01 ? 0 : (uint64_t)((double)(t - start_ticks) / s);
+}
+
 vt_timebase vt_clock_calibrate(void)
 {
     return (vt_timebase){.ticks = vt_clock(), .seconds = vt_mono_seconds()};

@@ -14,12 +14,6 @@
 #include "sample.h"
 #include "table.h"
 
-/* Every new peak is sampled, so that "device used at the peak" is exact: in training, new peaks
- * come in the first iteration and then stop. A program whose memory only grows would pay a
- * driver query per allocation; past this many, new peaks are sampled once a millisecond. */
-#define PEAK_SAMPLES_FREE 10000
-#define PEAK_SAMPLE_GAP_S 0.001
-
 static void read_info(int device)
 {
     CUresult (*dev_get)(CUdevice *, int) =
@@ -161,7 +155,7 @@ static void sample(int device, uint8_t reason)
     /* A ramp of new peaks samples every allocation: the resident size is read at most once a
      * millisecond there (a /proc read costs a few microseconds), always at phases and failures. */
     int64_t rss =
-        reason != VT_SAMPLE_PEAK || due(&rss_read, PEAK_SAMPLE_GAP_S) ? vt_hostram_rss() : -1;
+        reason != VT_SAMPLE_PEAK || due(&rss_read, VT_PEAK_SAMPLE_GAP_S) ? vt_hostram_rss() : -1;
     int pids[VT_MAX_WORKERS];
     int64_t pss[VT_MAX_WORKERS];
     int nworkers =
@@ -210,30 +204,13 @@ static void sample(int device, uint8_t reason)
     vt_unlock();
 }
 
-void vt_sample_after_alloc(int device, int first_use, int new_peak)
+void vt_sample_after_alloc(int device, int ask_info, int peak)
 {
     if (device < 0 || device >= VT_MAX_DEVICES)
         return;
-    double now = vt_mono_seconds();
-    vt_lock();
-    vt_device *d = &vt_state.dev[device];
-    /* The driver may not be initialised at the first allocation (a driver-API program that
-     * allocates before cuInit's effects reach this thread): ask again at the next few. */
-    int ask = (first_use || !d->name[0]) && d->info_attempts < 4;
-    d->info_attempts += ask;
-    vt_unlock();
-    if (ask)
+    if (ask_info)
         read_info(device);
-    if (!new_peak)
-        return;
-    vt_lock();
-    int due = d->peak_samples < PEAK_SAMPLES_FREE || now - d->last_peak_sample >= PEAK_SAMPLE_GAP_S;
-    if (due) {
-        d->last_peak_sample = now;
-        d->peak_samples++;
-    }
-    vt_unlock();
-    if (due)
+    if (peak)
         sample(device, VT_SAMPLE_PEAK);
 }
 

@@ -396,8 +396,9 @@ vt_mark vt_mark_now_locked(void)
     return m;
 }
 
-/* Returns VT_FIRST_USE and VT_NEW_PEAK flags for the sampling that follows outside the lock. */
-enum { VT_FIRST_USE = 1, VT_NEW_PEAK = 2 };
+/* account_alloc's VT_FIRST_USE and VT_NEW_PEAK, then what the sampling that follows outside the
+ * lock is to do (sampling_locked). */
+enum { VT_FIRST_USE = 1, VT_NEW_PEAK = 2, VT_ASK_INFO = 4, VT_PEAK_SAMPLE = 8 };
 
 static int account_alloc(uint32_t rec)
 {
@@ -516,6 +517,33 @@ static void drop_stale(books_index *ix, uintptr_t key)
         account_free(rec);
 }
 
+/* VT_PEAK_SAMPLE_GAP_S in ticks; 0 until the clock's rate is known. */
+static uint64_t peak_gap_ticks;
+
+/* With the lock, after account_alloc's `flags` for an allocation on d born at `now` (ticks):
+ * the device's facts are asked for at its first use and, while the driver cannot give them
+ * (not initialised yet for a driver-API program that allocates before cuInit's effects reach
+ * this thread), at the next few; a new peak is sampled as sample.h says. */
+static int sampling_locked(vt_device *d, int flags, uint64_t now)
+{
+    int out = 0;
+    if (((flags & VT_FIRST_USE) || !d->name[0]) && d->info_attempts < 4) {
+        d->info_attempts++;
+        out |= VT_ASK_INFO;
+    }
+    if (!(flags & VT_NEW_PEAK))
+        return out;
+    if (d->peak_samples >= VT_PEAK_SAMPLES_FREE) {
+        if (!peak_gap_ticks)
+            peak_gap_ticks = (uint64_t)((double)vt_ticks_per_second() * VT_PEAK_SAMPLE_GAP_S);
+        if (peak_gap_ticks && now - d->last_peak_sample < peak_gap_ticks)
+            return out;
+    }
+    d->last_peak_sample = now;
+    d->peak_samples++;
+    return out | VT_PEAK_SAMPLE;
+}
+
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
     prefetch_slot(addr);
@@ -529,11 +557,12 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
         drop_stale(&live_ix, addr);
         uint32_t rec = insert(&live_ix, addr, api, kind, device, size, site);
         if (rec)
-            flags = account_alloc(rec);
+            flags = sampling_locked(&vt_state.dev[device], account_alloc(rec),
+                                    rec_at(rec - 1)->born.time);
     }
     vt_unlock();
     if (flags)
-        vt_sample_after_alloc(device, flags & VT_FIRST_USE, flags & VT_NEW_PEAK);
+        vt_sample_after_alloc(device, flags & VT_ASK_INFO, flags & VT_PEAK_SAMPLE);
 }
 
 void vt_note_free(uintptr_t addr)

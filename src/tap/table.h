@@ -139,7 +139,7 @@ typedef struct {
     uint64_t total;
     vt_sample samples[VT_MAX_SAMPLES];
     int nsamples;
-    double last_peak_sample; /* monotonic seconds */
+    uint64_t last_peak_sample; /* ticks */
     uint64_t peak_samples;
     int info_attempts;
     int64_t last_used;             /* total - free of the latest sample, -1 before any */

@@ -80,6 +80,9 @@ typedef struct {
 } vt_timebase;
 VT_HIDDEN uint64_t vt_clock(void);
 VT_HIDDEN vt_timebase vt_clock_calibrate(void);
+/* vt_clock's ticks per second: measured against the monotonic clock since start where the
+ * clock is the TSC, 0 until 10 ms have passed. */
+VT_HIDDEN uint64_t vt_ticks_per_second(void);
 VT_HIDDEN double vt_seconds(const vt_timebase *tb, uint64_t ticks);
 /* Seconds since start from CLOCK_MONOTONIC: for the rare moments that pace themselves. */
 VT_HIDDEN double vt_mono_seconds(void);
