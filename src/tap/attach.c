@@ -20,7 +20,7 @@
 #include "json_out.h"
 #include "resolve.h"
 #include "snapshot_keys.h"
-#include "stacks.h"
+#include "unwind.h"
 #include "table.h"
 
 /* CUDA 11.2's CUPTI (API version 15) is the first to report the pool allocations. */
@@ -474,7 +474,7 @@ VT_EXPORT int InitializeInjection(void)
         return 1;
     }
     if (!vt_cfg.preloaded)
-        vt_stacks_skip_cuda();
+        vt_unwind_skip_cuda();
     atomic_store(&role, vt_cfg.preloaded ? ROLE_COUNT : ROLE_RECORD);
     return 1;
 }

@@ -22,6 +22,7 @@
 #include "phase.h"
 #include "snapshot.h"
 #include "stacks.h"
+#include "unwind.h"
 #include "table.h"
 
 VT_HIDDEN vt_config vt_cfg;
@@ -507,7 +508,7 @@ __attribute__((constructor)) static void vt_init(void)
     }
     vt_notice_init();
     vt_phase_init();
-    vt_stacks_init();
+    vt_unwind_init();
     vt_history_init();
     vt_copies_init();
     pthread_atfork(vt_locks_before_fork, vt_locks_after_fork, fork_child);

@@ -1,10 +1,6 @@
 #include <dlfcn.h>
-#include <link.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 #include "json_out.h"
 #include "locks.h"
@@ -13,6 +9,7 @@
 #include "stacks.h"
 #include "symbols.h"
 #include "table.h"
+#include "unwind.h"
 
 /* An interned stack: native return addresses, then Python (code id << 32 | line) entries,
  * innermost first, then the module of each native frame. The frames are the hash key. */
@@ -32,109 +29,6 @@ static vt_stack *by_frames;
 static vt_stack **by_id;
 static uint32_t nstacks, capstacks;
 static uint64_t dropped;
-/* Code whose frames are skipped at the top of a stack: this library's text, and attached
- * through CUPTI, the driver's, CUPTI's and the runtime's (a callback runs inside them: what
- * the program called is below). */
-#define MAX_SKIPPED 16
-static struct {
-    uintptr_t lo, hi;
-} skipped[MAX_SKIPPED];
-static atomic_int nskipped; /* an entry is written before it is counted */
-/* Frames walked beyond the depth kept, for those skipped (more when attached). */
-static int margin = 16;
-
-#ifdef __SANITIZE_THREAD__
-/* libunwind frees its per-thread caches (unw_backtrace's trace cache among them) from a
- * thread-key destructor that runs after ThreadSanitizer has retired the thread, and crashes
- * there: a ThreadSanitizer build walks the stack step by step with one shared cache. */
-#define CACHE_POLICY UNW_CACHE_GLOBAL
-static int backtrace_here(void **ips, int max)
-{
-    unw_context_t ctx;
-    unw_cursor_t cur;
-    int n = 0;
-    if (unw_getcontext(&ctx) || unw_init_local(&cur, &ctx))
-        return 0;
-    while (n < max && unw_step(&cur) > 0) {
-        unw_word_t ip;
-        if (unw_get_reg(&cur, UNW_REG_IP, &ip))
-            break;
-        ips[n++] = (void *)ip;
-    }
-    return n;
-}
-#else
-#define CACHE_POLICY UNW_CACHE_PER_THREAD
-#define backtrace_here unw_backtrace
-#endif
-
-static void skip_range(uintptr_t lo, uintptr_t hi)
-{
-    int n = atomic_load(&nskipped);
-    if (n < MAX_SKIPPED) {
-        skipped[n].lo = lo;
-        skipped[n].hi = hi;
-        atomic_store(&nskipped, n + 1);
-    }
-}
-
-static int find_self(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    uintptr_t probe = (uintptr_t)data;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (probe >= lo && probe < hi) {
-            skip_range(lo, hi);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-void vt_stacks_init(void)
-{
-    dl_iterate_phdr(find_self, (void *)(uintptr_t)&vt_stacks_init);
-    unw_set_caching_policy(unw_local_addr_space, CACHE_POLICY);
-}
-
-static int find_cuda(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    (void)data;
-    static const char *const prefixes[] = {"libcupti.so", "libcuda.so", "libcudart.so"};
-    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-    name = name ? name + 1 : info->dlpi_name;
-    for (size_t p = 0; name && p < sizeof prefixes / sizeof prefixes[0]; p++) {
-        if (strncmp(name, prefixes[p], strlen(prefixes[p])))
-            continue;
-        for (int i = 0; i < info->dlpi_phnum; i++) {
-            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-            if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
-                skip_range(info->dlpi_addr + ph->p_vaddr,
-                           info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
-        }
-    }
-    return 0;
-}
-
-void vt_stacks_skip_cuda(void)
-{
-    margin = 64;
-    dl_iterate_phdr(find_cuda, NULL);
-}
-
-static int is_skipped(const void *ip)
-{
-    for (int i = 0, n = atomic_load_explicit(&nskipped, memory_order_acquire); i < n; i++)
-        if ((uintptr_t)ip >= skipped[i].lo && (uintptr_t)ip < skipped[i].hi)
-            return 1;
-    return 0;
-}
-
 static vt_stack *find_locked(const uint64_t *frames, size_t keylen)
 {
     vt_stack *s;
@@ -224,42 +118,12 @@ static uint32_t intern_recent(const uint64_t *frames, int n_native, int n_py)
     return s->id;
 }
 
-/* The frames above the program's call (this library's, and attached, the CUDA libraries') are
- * walked and dropped. A thread walks as many more than the depth kept as it dropped last time,
- * and again, further, when that was too few: each frame walked costs about as much as a hash
- * lookup. */
-static VT_TLS int dropped_last = -1;
-
-static int walk(void **ips, int *first)
-{
-    int extra = dropped_last >= 0 ? dropped_last : margin;
-    for (;;) {
-        int max = vt_cfg.depth + extra;
-        int n = backtrace_here(ips, max);
-        int f = 0;
-        while (f < n && is_skipped(ips[f]))
-            f++;
-        if (n == max && n - f < vt_cfg.depth && extra < margin) {
-            extra = margin;
-            continue;
-        }
-        dropped_last = f;
-        *first = f;
-        return n;
-    }
-}
-
 uint32_t vt_stack_here(void)
 {
     if (!vt_cfg.stacks)
         return VT_NO_SITE;
-    void *ips[VT_MAX_DEPTH + 64];
     uint64_t frames[VT_MAX_DEPTH * 2];
-    int first;
-    int n = walk(ips, &first);
-    int n_native = 0;
-    for (int i = first; i < n && n_native < vt_cfg.depth; i++)
-        frames[n_native++] = (uint64_t)(uintptr_t)ips[i];
+    int n_native = vt_unwind_here((uintptr_t)__builtin_frame_address(0), frames, vt_cfg.depth);
     int n_py = vt_cfg.python_stacks ? vt_pystack_capture(frames + n_native, VT_MAX_DEPTH) : 0;
     return intern_recent(frames, n_native, n_py);
 }

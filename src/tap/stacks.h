@@ -13,10 +13,6 @@
 /* Distinct stacks past this many are not interned: their allocations have no site. */
 #define VT_MAX_STACKS (1u << 20)
 
-VT_HIDDEN void vt_stacks_init(void);
-/* Attached through CUPTI: stacks start below the driver's, CUPTI's and the runtime's frames, at
- * the program's call, as they do under interposition. Asks the loader: call it with no lock. */
-VT_HIDDEN void vt_stacks_skip_cuda(void);
 /* The interned id of the calling thread's stack, or VT_NO_SITE when capture is off. */
 VT_HIDDEN uint32_t vt_stack_here(void);
 /* Stacks interned; *not_interned (if given): those left out (the bound, or out of memory). */
