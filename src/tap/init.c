@@ -64,7 +64,7 @@ const char *vt_kind_name(vt_kind kind)
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "device";
 }
 
-static int use_tsc;
+VT_HIDDEN int vt_use_tsc;
 static uint64_t start_ticks;
 
 double vt_mono_seconds(void)
@@ -74,18 +74,8 @@ double vt_mono_seconds(void)
     return (double)(t.tv_sec - start_mono.tv_sec) + (double)(t.tv_nsec - start_mono.tv_nsec) * 1e-9;
 }
 
-uint64_t vt_clock(void)
+uint64_t vt_clock_mono(void)
 {
-#if defined(__x86_64__)
-    if (use_tsc)
-        return __builtin_ia32_rdtsc();
-#elif defined(__aarch64__)
-    if (use_tsc) {
-        uint64_t v;
-        __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
-        return v;
-    }
-#endif
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -93,7 +83,7 @@ uint64_t vt_clock(void)
 
 uint64_t vt_ticks_per_second(void)
 {
-    if (!use_tsc)
+    if (!vt_use_tsc)
         return 1000000000u;
     double s = vt_mono_seconds();
     uint64_t t = vt_clock();
@@ -107,7 +97,7 @@ vt_timebase vt_clock_calibrate(void)
 
 double vt_seconds(const vt_timebase *tb, uint64_t ticks)
 {
-    if (!use_tsc)
+    if (!vt_use_tsc)
         return (double)(ticks - start_ticks) * 1e-9;
     if (tb->ticks <= start_ticks)
         return 0;
@@ -126,9 +116,9 @@ static void clock_init(void)
             src[0] = 0;
         fclose(f);
     }
-    use_tsc = !strcmp(src, "tsc\n");
+    vt_use_tsc = !strcmp(src, "tsc\n");
 #elif defined(__aarch64__)
-    use_tsc = 1;
+    vt_use_tsc = 1;
 #endif
     start_ticks = vt_clock();
     clock_gettime(CLOCK_MONOTONIC, &start_mono);

@@ -32,8 +32,7 @@ int vt_peak_note_alloc(vt_device *d, const vt_rec *r)
     return 1;
 }
 
-int vt_peak_note_free(vt_device *d, const vt_rec *r, uintptr_t address, const vt_mark *death,
-                      uint32_t copied)
+int vt_peak_note_free(vt_device *d, const vt_rec *r, const vt_mark *death, uint32_t copied)
 {
     if (r->born.seq > d->peak_seq)
         return 0;
@@ -42,7 +41,7 @@ int vt_peak_note_free(vt_device *d, const vt_rec *r, uintptr_t address, const vt
         return 0;
     }
     vt_dead *e = vt_chunk_at(&d->dead.c, sizeof *e, d->dead.n++);
-    *e = (vt_dead){.r = *r, .death = *death, .address = address, .copied = copied};
+    *e = (vt_dead){.r = *r, .death = *death, .address = vt_rec_address(r), .copied = copied};
     d->dead.labelled += r->labelled;
     return 1;
 }

@@ -12,8 +12,8 @@
 VT_HIDDEN int vt_peak_note_alloc(vt_device *d, const vt_rec *r);
 /* `r` left d's live set at `death`: 1 when the peak keeps a copy of it (vt_dead; `copied` as
  * there), so that its labels must stay. */
-VT_HIDDEN int vt_peak_note_free(vt_device *d, const vt_rec *r, uintptr_t address,
-                                const vt_mark *death, uint32_t copied);
+VT_HIDDEN int vt_peak_note_free(vt_device *d, const vt_rec *r, const vt_mark *death,
+                                uint32_t copied);
 /* Whether `r`, on the books now or kept by the peak, was live at its device's peak. */
 VT_HIDDEN int vt_peak_holds(const vt_rec *r);
 

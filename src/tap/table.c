@@ -447,7 +447,7 @@ static void account_free(uint32_t rec)
     vt_history_note_locked(r, rec, &death, 0);
     uint32_t copied =
         vt_state.freezing && rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
-    rec_free(rec - 1, vt_peak_note_free(d, r, vt_rec_address(r), &death, copied));
+    rec_free(rec - 1, vt_peak_note_free(d, r, &death, copied));
 }
 
 vt_rec *vt_live_find_locked(uintptr_t addr)

@@ -78,7 +78,23 @@ typedef struct {
     uint64_t ticks;
     double seconds; /* monotonic seconds from start to `ticks` */
 } vt_timebase;
-VT_HIDDEN uint64_t vt_clock(void);
+extern VT_HIDDEN int vt_use_tsc;
+VT_HIDDEN uint64_t vt_clock_mono(void); /* CLOCK_MONOTONIC in ns */
+/* Inline: two readings per allocation/free pair. */
+static inline uint64_t vt_clock(void)
+{
+#if defined(__x86_64__)
+    if (vt_use_tsc)
+        return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    if (vt_use_tsc) {
+        uint64_t v;
+        __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+    }
+#endif
+    return vt_clock_mono();
+}
 VT_HIDDEN vt_timebase vt_clock_calibrate(void);
 /* vt_clock's ticks per second: measured against the monotonic clock since start where the
  * clock is the TSC, 0 until 10 ms have passed. */
