@@ -311,14 +311,15 @@ outer_record(outer_cache *c, uintptr_t sp, void *const *ips, int first, int n)
     e->slot = slot;
 }
 
-/* As far as the program's call: a function of its own, so that its frames are walk's. */
-__attribute__((noinline)) static int walk_prefix(void **ips, int first)
+/* As far as the program's call (at most `max` frames): a function of its own, so that its
+ * frames are walk's. The index of the program's frame, or -1 when the walk did not reach it. */
+__attribute__((noinline)) static int walk_prefix(void **ips, int max)
 {
-    int n = backtrace_here(ips, first + 1);
+    int n = backtrace_here(ips, max);
     int f = 0;
     while (f < n && is_skipped(ips[f]))
         f++;
-    return n == first + 1 && f == first;
+    return f < n ? f : -1;
 }
 
 int vt_unwind_here(uintptr_t sp, uint64_t *frames, int depth)
@@ -328,10 +329,12 @@ int vt_unwind_here(uintptr_t sp, uint64_t *frames, int depth)
     outer_cache *c = outer_here();
     int cached = c && sp >= c->stack_lo && sp < c->stack_hi;
     if (cached && first >= 0 && key_fits(first)) {
-        /* the walk up to the program's call, then the frames beyond from the stack */
-        if (walk_prefix(ips, first)) {
-            frames[0] = (uint64_t)(uintptr_t)ips[first];
-            int got = outer_frames(c, sp, ips, first, frames + 1, depth - 1);
+        /* the walk up to the program's call (no further than the frames dropped last time),
+         * then the frames beyond from the stack */
+        int f = walk_prefix(ips, first + 1);
+        if (f >= 0 && key_fits(f)) {
+            frames[0] = (uint64_t)(uintptr_t)ips[f];
+            int got = outer_frames(c, sp, ips, f, frames + 1, depth - 1);
             if (got)
                 return got;
         }

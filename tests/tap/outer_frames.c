@@ -1,8 +1,9 @@
 /* Call chains that share their innermost frames, at the same place in the stack, and part ways
  * further out: one frame beyond the program's call (near_a, near_b) or three (far_a, far_b
  * under mid and inner). Each is taken in turns and in runs, so that a chain seen before meets
- * the other. Prints, per allocation, its size and the functions its stack must name from the
- * allocating one out to main (outer_frames.py checks them). */
+ * the other, allocating by cudaMalloc and cudaMallocAsync in turn. Prints, per allocation, its
+ * size and the functions its stack must name from the allocating one out to main
+ * (outer_frames.py checks them). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,9 @@ __attribute__((noinline)) static void leaf(const char *chain)
 {
     void *p;
     size_t size = next_size++;
-    if (cudaMalloc(&p, size) != cudaSuccess) {
+    /* two routes, whose wrappers may put different frames of vramtap's above the program's */
+    cudaError_t rc = size % 2 ? cudaMallocAsync(&p, size, 0) : cudaMalloc(&p, size);
+    if (rc != cudaSuccess) {
         fprintf(stderr, "cudaMalloc(%zu) failed\n", size);
         exit(1);
     }
