@@ -167,6 +167,7 @@ typedef struct {
 } outer_cache;
 
 static VT_TLS outer_cache *outer;
+static VT_TLS int outer_failed; /* asked once: the stack's bounds, or memory, were not had */
 static pthread_key_t outer_key;
 static pthread_once_t outer_once = PTHREAD_ONCE_INIT;
 static int outer_ok;
@@ -188,22 +189,22 @@ static void outer_key_make(void)
 /* The thread's cache, made with the bounds of its stack; NULL when that cannot be. */
 static outer_cache *outer_here(void)
 {
-    if (outer)
+    if (outer || outer_failed)
         return outer;
+    outer_failed = 1;
     pthread_once(&outer_once, outer_key_make);
-    if (!outer_ok)
-        return NULL;
     pthread_attr_t attr;
+    if (!outer_ok || pthread_getattr_np(pthread_self(), &attr))
+        return NULL;
     void *lo = NULL;
     size_t size = 0;
-    if (pthread_getattr_np(pthread_self(), &attr))
-        return NULL;
     int got = !pthread_attr_getstack(&attr, &lo, &size);
     pthread_attr_destroy(&attr);
     outer_cache *c = got ? vt_pystack_thread_data(outer_key, sizeof *c) : NULL;
     if (c) {
         c->stack_lo = (uintptr_t)lo;
         c->stack_hi = (uintptr_t)lo + size;
+        outer_failed = 0;
     }
     return outer = c;
 }
