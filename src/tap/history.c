@@ -141,14 +141,22 @@ static void *map(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* Asks for the events' pages to be populated up to `bytes`, no further than they go: a want
+ * past them would never be met, and every vt_history_prepare would try again (an atomic
+ * exchange and some 40 instructions each time, before). */
+static void ask_ready(size_t bytes)
+{
+    size_t all = H.ucap * sizeof *H.u;
+    H.asked = bytes < all ? bytes : all;
+    atomic_store_explicit(&P.want, H.asked, memory_order_relaxed);
+}
+
 /* With the state lock held, after an event was added. */
 static void ready_ahead(void)
 {
     size_t used = H.used * sizeof *H.u;
-    if (used + CHUNK / 2 > H.asked) {
-        H.asked = used + CHUNK;
-        atomic_store_explicit(&P.want, H.asked, memory_order_relaxed);
-    }
+    if (used + CHUNK / 2 > H.asked && H.asked < H.ucap * sizeof *H.u)
+        ask_ready(used + CHUNK);
 }
 
 void vt_history_prepare(void)
@@ -213,8 +221,7 @@ void vt_history_init(void)
     H.first = (hwin){.reason = WIN_FIRST, .start_seq = 1, .start_time = now, .end_time = now};
     H.first_open = H.steps > 0;
     start_step(now);
-    H.asked = CHUNK;
-    atomic_store(&P.want, H.asked);
+    ask_ready(CHUNK);
     H.on = 1;
 }
 
@@ -393,8 +400,7 @@ void vt_history_reset_after_fork(void)
     start_step(now);
     /* the pages are the parent's until written: populated again, and by no thread of the
      * parent's that held the flag */
-    H.asked = CHUNK;
-    atomic_store(&P.want, H.asked);
+    ask_ready(CHUNK);
     atomic_store(&P.ready, 0);
     atomic_flag_clear(&P.busy);
 }
