@@ -304,6 +304,23 @@ static int index_put(books_index *ix, uintptr_t key, uint32_t rec)
     return 0;
 }
 
+/* For a key about to be added to ix: 0 when the table has room for it without growing or moving
+ * slots and the key is not there; then *hash is its hash and *gap the empty slot put() would
+ * give it. One probe, where looking for a stale entry and then putting took two. */
+static int index_gap(const books_index *ix, uintptr_t key, uint32_t *hash, uint32_t *gap)
+{
+    const tab *t = &ix->cur;
+    if (ix->old.s || !t->s || 2 * ((uint64_t)t->n + 1) > (uint64_t)t->mask + 1)
+        return -1;
+    uint32_t h = key_hash(key), i = h & t->mask;
+    for (; t->s[i].rec; i = (i + 1) & t->mask)
+        if (t->s[i].hash == h && rec_at(t->s[i].rec - 1)->key == key)
+            return -1;
+    *hash = h;
+    *gap = i;
+    return 0;
+}
+
 /* Takes key out of the table: its record (index + 1), or 0 when it was not there. */
 static uint32_t index_take(books_index *ix, uintptr_t key)
 {
@@ -456,17 +473,10 @@ vt_rec *vt_live_find_locked(uintptr_t addr)
     return rec ? rec_at(rec - 1) : NULL;
 }
 
-/* A new record in `ix` (its index + 1), or 0 (counted as dropped) when memory ran out. */
-static uint32_t insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind, int device,
-                       uint64_t size, uint32_t site)
+/* Record `rec` (index + 1) is born now. */
+static void born(uint32_t rec, uintptr_t key, vt_api api, vt_kind kind, int device, uint64_t size,
+                 uint32_t site)
 {
-    uint32_t rec = key ? rec_new() : 0;
-    if (!rec || index_put(ix, key, rec)) {
-        if (rec)
-            rec_free(rec - 1, 0);
-        vt_state.c.dropped++;
-        return 0;
-    }
     vt_rec *r = rec_at(rec - 1);
     uint64_t id = ++vt_state.next_id;
     vt_mark m = vt_mark_now_locked();
@@ -480,6 +490,20 @@ static uint32_t insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind,
                   .api = (uint8_t)api,
                   .kind = (uint8_t)kind,
                   .phase = m.phase & 15};
+}
+
+/* A new record in `ix` (its index + 1), or 0 (counted as dropped) when memory ran out. */
+static uint32_t insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind, int device,
+                       uint64_t size, uint32_t site)
+{
+    uint32_t rec = key ? rec_new() : 0;
+    if (!rec || index_put(ix, key, rec)) {
+        if (rec)
+            rec_free(rec - 1, 0);
+        vt_state.c.dropped++;
+        return 0;
+    }
+    born(rec, key, api, kind, device, size, site);
     return rec;
 }
 
@@ -520,11 +544,11 @@ static void drop_stale(books_index *ix, uintptr_t key)
 /* VT_PEAK_SAMPLE_GAP_S in ticks; 0 until the clock's rate is known. */
 static uint64_t peak_gap_ticks;
 
-/* With the lock, after account_alloc's `flags` for an allocation on d born at `now` (ticks):
+/* With the lock, after account_alloc's `flags` for record `rec` (index + 1), on d:
  * the device's facts are asked for at its first use and, while the driver cannot give them
  * (not initialised yet for a driver-API program that allocates before cuInit's effects reach
  * this thread), at the next few; a new peak is sampled as sample.h says. */
-static int sampling_locked(vt_device *d, int flags, uint64_t now)
+static int sampling_locked(vt_device *d, int flags, uint32_t rec)
 {
     int out = 0;
     if (((flags & VT_FIRST_USE) || !d->name[0]) && d->info_attempts < 4) {
@@ -533,6 +557,7 @@ static int sampling_locked(vt_device *d, int flags, uint64_t now)
     }
     if (!(flags & VT_NEW_PEAK))
         return out;
+    uint64_t now = rec_at(rec - 1)->born.time;
     if (d->peak_samples >= VT_PEAK_SAMPLES_FREE) {
         if (!peak_gap_ticks)
             peak_gap_ticks = (uint64_t)((double)vt_ticks_per_second() * VT_PEAK_SAMPLE_GAP_S);
@@ -542,6 +567,26 @@ static int sampling_locked(vt_device *d, int flags, uint64_t now)
     d->last_peak_sample = now;
     d->peak_samples++;
     return out | VT_PEAK_SAMPLE;
+}
+
+/* A device allocation at addr: drop_stale, then insert, in one probe of the index where it has
+ * room (index_gap). */
+static uint32_t insert_live(uintptr_t addr, vt_api api, vt_kind kind, int device, uint64_t size,
+                            uint32_t site)
+{
+    uint32_t h, gap, rec;
+    if (!addr || index_gap(&live_ix, addr, &h, &gap)) {
+        drop_stale(&live_ix, addr);
+        return insert(&live_ix, addr, api, kind, device, size, site);
+    }
+    if (!(rec = rec_new())) {
+        vt_state.c.dropped++;
+        return 0;
+    }
+    live_ix.cur.s[gap] = (slot){h, rec};
+    live_ix.cur.n++;
+    born(rec, addr, api, kind, device, size, site);
+    return rec;
 }
 
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
@@ -554,11 +599,9 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     vt_books_prepare();
     vt_lock();
     if (device_ok(in_range)) {
-        drop_stale(&live_ix, addr);
-        uint32_t rec = insert(&live_ix, addr, api, kind, device, size, site);
+        uint32_t rec = insert_live(addr, api, kind, device, size, site);
         if (rec)
-            flags = sampling_locked(&vt_state.dev[device], account_alloc(rec),
-                                    rec_at(rec - 1)->born.time);
+            flags = sampling_locked(&vt_state.dev[device], account_alloc(rec), rec);
     }
     vt_unlock();
     if (flags)
