@@ -238,60 +238,84 @@ static head *head_at(size_t i)
     return (head *)&H.u[i];
 }
 
-void vt_history_note_locked(vt_rec *r, uint32_t rec, const vt_mark *death, int new_peak)
+/* The window events go to now, or NULL when it is cut short: a window cut short stays a prefix
+ * of what happened. */
+static hwin *open_window(void)
 {
-    if (!H.on)
-        return;
-    int is_free = death != NULL;
     hwin *w = H.first_open ? &H.first : &H.cur;
-    if (new_peak && !H.first_open)
-        H.cur_peaks |= 1u << r->device;
-    if (is_free && r->hist)
-        head_at(r->hist - 1)->flags |= GONE;
-    /* a window cut short stays a prefix of what happened */
     if (H.n == H.cap || w->truncated) {
         H.dropped++;
         w->truncated = 1;
-        if (is_free && r->hist)
-            add_late(r->id, death);
-        return;
+        return NULL;
     }
-    size_t at = H.used;
-    uint8_t units;
-    if (is_free && r->hist > w->first) {
-        hshort *e = (hshort *)&H.u[at];
-        units = SHORT_FREE;
-        e->h = (head){.ref = (uint32_t)(at - (r->hist - 1)),
-                      .flags = (uint8_t)(death->phase << PHASE_BITS | FREED | MARKED),
-                      .units = units};
-        e->death = pack(death);
-    } else {
-        hev *e = (hev *)&H.u[at];
-        units = is_free ? WHOLE_FREE : ALLOC;
-        e->h = (head){.ref = is_free ? 0 : rec,
-                      .flags = r->phase,
-                      .units = units,
-                      .device = r->device,
-                      .api = r->api};
-        e->id = r->id;
-        e->size = r->size;
-        e->address = r->kind == VT_KIND_VMM ? vt_rec_address(r) : r->key;
-        e->birth = r->born;
-        e->site = r->site;
-        e->kind = r->kind;
-        if (is_free) {
-            e->death = pack(death);
-            e->h.flags |= (uint8_t)(death->phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
-        } else {
-            r->hist = (uint32_t)at + 1;
-        }
-    }
-    w->end_time = is_free ? death->time : r->born.time;
+    return w;
+}
+
+/* Writes r's allocation event at unit `at`: all but its ref and, for a free, its death. */
+static hev *put_allocation(size_t at, const vt_rec *r, uint8_t units)
+{
+    hev *e = (hev *)&H.u[at];
+    e->h = (head){.flags = r->phase, .units = units, .device = r->device, .api = r->api};
+    e->id = r->id;
+    e->size = r->size;
+    e->address = r->kind == VT_KIND_VMM ? vt_rec_address(r) : r->key;
+    e->birth = r->born;
+    e->site = r->site;
+    e->kind = r->kind;
+    return e;
+}
+
+/* The event of `units` units at the end of w, which happened at `time`. */
+static void added(hwin *w, uint8_t units, uint64_t time)
+{
+    w->end_time = time;
     H.used += units;
     H.n++;
     w->n++;
     w->units += units;
     ready_ahead();
+}
+
+void vt_history_alloc_locked(vt_rec *r, uint32_t rec, int new_peak)
+{
+    if (!H.on)
+        return;
+    if (new_peak && !H.first_open)
+        H.cur_peaks |= 1u << r->device;
+    hwin *w = open_window();
+    if (!w)
+        return;
+    size_t at = H.used;
+    put_allocation(at, r, ALLOC)->h.ref = rec;
+    r->hist = (uint32_t)at + 1;
+    added(w, ALLOC, r->born.time);
+}
+
+void vt_history_free_locked(vt_rec *r, const vt_mark *death)
+{
+    if (!H.on)
+        return;
+    if (r->hist)
+        head_at(r->hist - 1)->flags |= GONE;
+    hwin *w = open_window();
+    if (!w) {
+        if (r->hist)
+            add_late(r->id, death);
+        return;
+    }
+    size_t at = H.used;
+    uint8_t flags = (uint8_t)(death->phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
+    if (r->hist > w->first) {
+        hshort *e = (hshort *)&H.u[at];
+        e->h = (head){.ref = (uint32_t)(at - (r->hist - 1)), .flags = flags, .units = SHORT_FREE};
+        e->death = pack(death);
+        added(w, SHORT_FREE, death->time);
+    } else {
+        hev *e = put_allocation(at, r, WHOLE_FREE);
+        e->h.flags |= flags;
+        e->death = pack(death);
+        added(w, WHOLE_FREE, death->time);
+    }
 }
 
 /* The record of the allocation whose event is at unit i, while it is that allocation's. */

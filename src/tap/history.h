@@ -22,9 +22,10 @@ VT_HIDDEN void vt_history_init(void);
 /* Outside the state lock, before an event may be recorded: populates the pages the next
  * events will use, so that recording them is not a page fault under the lock. */
 VT_HIDDEN void vt_history_prepare(void);
-/* With the state lock held: r, the record at arena index rec - 1, was allocated (death NULL;
- * new_peak: it set its device's peak) or freed at `death`. */
-VT_HIDDEN void vt_history_note_locked(vt_rec *r, uint32_t rec, const vt_mark *death, int new_peak);
+/* With the state lock held: r, the record at arena index rec - 1, was allocated (new_peak: it
+ * set its device's peak); r was freed at `death`. */
+VT_HIDDEN void vt_history_alloc_locked(vt_rec *r, uint32_t rec, int new_peak);
+VT_HIDDEN void vt_history_free_locked(vt_rec *r, const vt_mark *death);
 /* With the state lock held, just after the step counter moved on. */
 VT_HIDDEN void vt_history_step_locked(void);
 VT_HIDDEN void vt_history_reset_after_fork(void);

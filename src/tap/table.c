@@ -437,7 +437,7 @@ static int account_alloc(uint32_t rec)
     vt_state.made_device_alloc = 1;
     if (vt_peak_note_alloc(d, r))
         flags |= VT_NEW_PEAK;
-    vt_history_note_locked(r, rec, NULL, flags & VT_NEW_PEAK);
+    vt_history_alloc_locked(r, rec, flags & VT_NEW_PEAK);
     if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
         vt_state.open.live_max[r->device] = d->live;
     if (pending_ooms) {
@@ -461,7 +461,7 @@ static void account_free(uint32_t rec)
     d->live -= r->size;
     vt_state.c.frees++;
     vt_mark death = vt_mark_now_locked();
-    vt_history_note_locked(r, rec, &death, 0);
+    vt_history_free_locked(r, &death);
     uint32_t copied =
         vt_state.freezing && rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
     rec_free(rec - 1, vt_peak_note_free(d, r, &death, copied));
