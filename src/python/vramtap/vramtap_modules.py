@@ -10,14 +10,17 @@ computed once per root; a root itself is named by its class.
 Backward: each output that requires grad of a module call that made device memory gets a tensor
 hook that makes the module current when its gradient arrives, that is when autograd starts on
 that module's part of the graph (a full backward hook would wrap the outputs in a new autograd
-node, which changes the graph the program sees). A call that made no device memory (CPU work)
-gets none: a hook costs about what a small tensor operation does. A forward that runs while a backward is running is a recomputation (activation
-checkpointing): its ids carry RECOMPUTED.
+node, which changes the graph the program sees). The hook goes in as Tensor.register_hook puts
+it, without the removable handle that function makes, which cost more than the rest of the
+hook's work (scripts/bench measures a step whose every module output is device memory). A call
+that made no device memory (CPU work) gets none. A forward that runs while a backward is
+running is a recomputation (activation checkpointing): its ids carry RECOMPUTED.
 """
 
 import ctypes
 import os
 import weakref
+from collections import OrderedDict
 
 RECOMPUTED = 0x80000000
 
@@ -32,7 +35,7 @@ class Paths:
         self._tensor = tensor_type
         self._ids = {}  # id(module) -> (weak reference, path id)
         self._names = {0: ""}  # path id -> path
-        self._hooked = set()  # id() of the outputs given a hook in the forward running now
+        self._enter_backward = {}  # path id -> the hook that makes it current
         self.backward = 0  # backward calls running, all threads together
 
     def _path_id(self, path):
@@ -66,15 +69,24 @@ class Paths:
         return self._make_current(pid)
 
     def enter(self, module):
-        """The same for a call nested in another module's."""
-        pid = self._known(module)
-        if pid is None:
+        """The same for a call nested in another module's; returns the value to put back and
+        the id made current. Every module call runs it: _known and _make_current are written
+        out here."""
+        entry = self._ids.get(id(module))
+        if entry is not None and entry[0]() is module:
+            pid = entry[1]
+        else:
             # Not registered under the root (a module kept in a plain list, or made during the
             # forward): named by its class under the module that called it.
             parent = self._names.get(self.cell.value & ~RECOMPUTED, "")
             name = type(module).__name__
             pid = self._keep(module, self._path_id(parent + "." + name if parent else name))
-        return self._make_current(pid)
+        if self.backward and pid:
+            pid |= RECOMPUTED
+        cell = self.cell
+        prev = cell.value
+        cell.value = pid
+        return prev, pid
 
     def _make_current(self, pid):
         if self.backward and pid:
@@ -92,33 +104,44 @@ class Paths:
         if not pid:
             return
         if isinstance(out, self._tensor):
-            self._hook(out, pid)
+            outs = (out,)
         elif isinstance(out, (tuple, list)):
-            for t in out:
-                if isinstance(t, self._tensor):
-                    self._hook(t, pid)
+            outs = out
         elif isinstance(out, dict):
-            for t in out.values():
-                if isinstance(t, self._tensor):
-                    self._hook(t, pid)
-
-    def _hook(self, t, pid):
-        if not t.requires_grad or id(t) in self._hooked:
+            outs = out.values()
+        else:
             return
-        self._hooked.add(id(t))
+        hook = self._enter_backward.get(pid) or self._backward_hook(pid)
+        for t in outs:
+            # a tensor with hooks already has ours (or the program's: its backward then keeps
+            # the path before)
+            if isinstance(t, self._tensor) and t._backward_hooks is None:
+                node = t.grad_fn  # None: no backward (no grad, or a leaf)
+                if node is not None:
+                    self._hook(t, node, hook)
+
+    def _hook(self, t, node, hook):
+        """What Tensor.register_hook does, without the handle it makes (a third of a module
+        call's cost here); register_hook where PyTorch's internals differ."""
+        try:
+            hooks = OrderedDict(((0, hook),))
+            t._backward_hooks = hooks
+            node._register_hook_dict(t)
+        except (AttributeError, TypeError, RuntimeError):
+            try:
+                t._backward_hooks = None
+                t.register_hook(hook)
+            except (AttributeError, TypeError, RuntimeError):  # takes no hook
+                pass
+
+    def _backward_hook(self, pid):
         cell = self.cell
 
-        def now_in_backward_of(grad):
+        def now_in_backward_of(_grads):
             cell.value = pid
 
-        try:
-            t.register_hook(now_in_backward_of)
-        except RuntimeError:  # a tensor that takes no hook: its backward keeps the path before
-            pass
-
-    def forward_done(self):
-        """The outermost call returned: the ids of its outputs may be reused."""
-        self._hooked.clear()
+        self._enter_backward[pid] = now_in_backward_of
+        return now_in_backward_of
 
     def backward_begins(self):
         self.backward += 1

@@ -211,8 +211,7 @@ def _install_forward(torch, compiling):
             if paths is None:
                 return call(self, *args, **kwargs)
             made = allocs.value
-            prev = paths.enter(self)
-            pid = cell.value
+            prev, pid = paths.enter(self)
             try:
                 out = call(self, *args, **kwargs)
             finally:
@@ -238,7 +237,6 @@ def _install_forward(torch, compiling):
         finally:
             if paths:
                 cell.value = prev
-                paths.forward_done()
             _tls.inside_module_call = False
             _outermost_end(opened)
 
