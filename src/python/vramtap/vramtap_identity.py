@@ -8,11 +8,12 @@ per category. Ranges are taken at storage level, so views into a flat buffer giv
 The library matches them against the allocations it saw and ignores the rest (host memory), so
 nothing is filtered by device here.
 
-Refreshes run at the first forward of each root module and after each optimizer step. What
-usually stays is not looked at again while it lives (a weak reference tells): parameters, buffers
-and optimizer state, whose containers are walked again only when the optimizer's state grows and
-every FULL_EVERY refreshes (until then a replaced state tensor keeps the category the timing rules
-give memory born in the optimizer step and kept: optimizer state). Gradients are made again at
+Refreshes run at the first forward of each root module and after each optimizer step. What usually
+stays is not looked at again while it lives (a weak reference tells): parameters, buffers and
+optimizer state, whose containers are walked again when the optimizer's state grows, and in a look
+spread over the refreshes (a slice each) begun every FULL_EVERY refreshes: until then a replaced
+state tensor keeps the category the timing rules give memory born in the optimizer step and kept
+(optimizer state), and a parameter made later its timing category. Gradients are made again at
 every step by default (``zero_grad(set_to_none=True)``), so every one is sent at every refresh,
 without a weak reference each: the library knows the ranges it has and ignores them again.
 
@@ -26,6 +27,7 @@ import array
 import ctypes
 import gc
 import functools
+import itertools
 import operator
 import sys
 import threading
@@ -76,12 +78,19 @@ _optimizers = weakref.WeakSet()
 _seen = {}
 _record = {}
 _storage = None  # Tensor -> its untyped storage: untyped_storage (2.x) or _storage (1.13)
+_storage_ptr = _storage_bytes = None  # the untyped storage's data_ptr and nbytes
 _backwards_since_step = 0
 _backward_depth = 0
 # Parameters, buffers and optimizer state are looked for in full this often (in refreshes), or
-# when stale.
+# at once when stale; a look runs in slices of this many modules or optimizer-state entries.
 FULL_EVERY = 16
+LOOK_MODULES, LOOK_STATES = 64, 256
 _module_tensors, _params, _main_grad_params, _stale, _refreshes = [], [], [], True, 0
+_looking = None  # the look under way (_look), one slice per refresh
+_new_optimizer = False  # one not described in the run record yet
+_DONE = object()
+# The tensors a refresh found, by category, for the library; empty between refreshes.
+_found = ([], [], [])
 _state_sizes = weakref.WeakKeyDictionary()  # optimizer -> len(state) at its latest walk
 
 
@@ -118,9 +127,10 @@ def _autocast_dtype(torch):
 
 
 def _storage_of(torch):
-    if hasattr(torch.Tensor, "untyped_storage"):
-        return torch.Tensor.untyped_storage
-    return torch.Tensor._storage
+    """The functions that give a tensor's untyped storage, its address and its bytes."""
+    Storage = torch._C.StorageBase  # of torch.UntypedStorage, in 1.13 as in 2.x
+    get = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+    return get, Storage.data_ptr, Storage.nbytes
 
 
 class _Ref(weakref.ref):
@@ -145,17 +155,32 @@ def _unseen(tensors):
 def _ranges(tensors, remember=True):
     """Storage ranges of tensors as a flat [address, bytes, ...] list; remembered as seen unless
     told otherwise."""
+    try:
+        # Unbound C methods mapped over the batch: a loop calling them costs half as much again
+        # (a step hands over a thousand gradients).
+        storages = list(map(_storage, tensors))
+        out = [0] * (2 * len(storages))
+        out[0::2] = map(_storage_ptr, storages)
+        out[1::2] = map(_storage_bytes, storages)
+    except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
+        out = _ranges_one_by_one(tensors)
+    if remember:
+        for t in tensors:
+            ref = _Ref(t, _forget)
+            ref.key = id(t)
+            _seen[ref.key] = ref
+    return out
+
+
+def _ranges_one_by_one(tensors):
+    """Those of the tensors' ranges that can be had: a tensor without storage is left out."""
     out = []
     for t in tensors:
         try:
             storage = _storage(t)
-            out += (storage.data_ptr(), storage.nbytes())
-        except (RuntimeError, TypeError, NotImplementedError):  # meta, sparse, no storage
+            out += (_storage_ptr(storage), _storage_bytes(storage))
+        except (RuntimeError, TypeError, NotImplementedError):
             continue
-        if remember:
-            ref = _Ref(t, _forget)
-            ref.key = id(t)
-            _seen[ref.key] = ref
     return out
 
 
@@ -171,11 +196,11 @@ def _tensors_in(value, torch, out, depth=0):
     return out
 
 
-def _new_state_tensors(state, torch, out):
-    """The tensors of one optimizer's state not seen yet. The usual shape, parameter -> dict of
-    name -> tensor or number, is walked in one comprehension: this runs at every step."""
+def _new_state_tensors(values, torch, out):
+    """The tensors not seen yet among the values of an optimizer's state (parameter -> dict of
+    name -> tensor or number, the usual shape, or anything nested)."""
     seen = _seen
-    values = [v for per_param in state.values()
+    values = [v for per_param in values
               for v in (per_param.values() if type(per_param) is dict else (per_param,))
               if id(v) not in seen]
     Tensor = torch.Tensor
@@ -186,30 +211,67 @@ def _new_state_tensors(state, torch, out):
             out.extend(_unseen(_tensors_in(v, torch, [], 2)))
 
 
-def _look_again():
-    """The parameters and buffers of the root modules and the optimizers' parameters. Read from
-    each submodule's own dictionaries: Module.parameters() names every one on the way, which
-    costs more than the rest of a refresh."""
-    global _module_tensors, _params, _main_grad_params, _stale
-    params, buffers = {}, {}
-    for root in list(_roots):
-        for module in root.modules():
-            params.update((id(p), p) for p in module._parameters.values() if p is not None)
-            buffers.update((id(b), b) for b in module._buffers.values() if b is not None)
+def _look(torch):
+    """The look at everything: the parameters and buffers of the root modules and the
+    optimizers' parameters (which parameters have a ``main_grad``), then every optimizer's state,
+    the new tensors found going to _found. A generator that does a slice of the work each time it
+    is advanced, so that no step pays for all of it. Between slices it holds the modules still to
+    walk (their tensors are in _module_tensors anyway) and weak references to the optimizers.
+    Modules are walked through their own dictionaries: Module.modules() names every one on the
+    way, which costs more than the rest of the look."""
+    params, buffers, stack = {}, {}, list(_roots)
+    while stack:
+        _walk_modules(stack, params, buffers)
+        yield
+    _take_modules(params, buffers)
+    del params, buffers
+    for opt in [weakref.ref(o) for o in _optimizers]:
+        start = 0
+        while _walk_state(opt, start, torch):
+            start += LOOK_STATES
+            yield
+
+
+def _walk_modules(stack, params, buffers):
+    for _ in range(LOOK_MODULES):
+        if not stack:
+            return
+        module = stack.pop()
+        params.update((id(p), p) for p in module._parameters.values() if p is not None)
+        buffers.update((id(b), b) for b in module._buffers.values() if b is not None)
+        stack.extend(m for m in module._modules.values() if m is not None)
+
+
+def _take_modules(params, buffers):
+    global _module_tensors, _params, _main_grad_params
     for opt in list(_optimizers):
         for group in opt.param_groups:
             params.update((id(p), p) for p in group["params"])
     params = list(params.values())
     # Megatron-style fp32 gradient buffers are set up with the model, before its first forward
     _main_grad_params = [p for p in params if "main_grad" in p.__dict__]
-    _module_tensors, _params, _stale = list(buffers.values()) + params, params, False
+    _module_tensors, _params = list(buffers.values()) + params, params
+    _found[_PARAMETERS].extend(_unseen(_module_tensors))
+
+
+def _walk_state(opt_ref, start, torch):
+    """Looks at LOOK_STATES entries of an optimizer's state from `start`; False when none are
+    left after them (or the optimizer is gone)."""
+    opt = opt_ref()
+    if opt is None:
+        return False
+    if not start:
+        _state_sizes[opt] = len(opt.state)
+    values = list(itertools.islice(opt.state.values(), start, start + LOOK_STATES))
+    _new_state_tensors(values, torch, _found[_STATE])
+    return start + LOOK_STATES < len(opt.state)
 
 
 def _refresh():
-    """Hands the library the storage ranges it does not have yet. Parameters, buffers and
-    which parameters have a ``main_grad`` are looked for again after a new root module or
-    optimizer and every FULL_EVERY refreshes; gradients and optimizer state (functional
-    optimizers replace their state each step) at every one."""
+    """Hands the library the storage ranges it does not have yet: every gradient and
+    ``main_grad``, and the state of an optimizer whose state grew, at every refresh; a look at
+    everything at once after a new root module or optimizer, and one in slices, a slice per
+    refresh, begun every FULL_EVERY refreshes."""
     if _storage is None:
         return
     # A refresh makes an object per new tensor (a weak reference, a storage): allocations that
@@ -220,29 +282,34 @@ def _refresh():
     try:
         _refresh_unguarded()
     finally:
+        for tensors in _found:  # nothing is held until the next refresh
+            tensors.clear()
         if collecting:
             gc.enable()
 
 
 def _refresh_unguarded():
-    global _refreshes
+    global _refreshes, _stale, _looking
     torch = sys.modules["torch"]
     _refreshes += 1
-    full = _stale or _refreshes % FULL_EVERY == 0
-    ranges = [[], [], []]
-    if full:
-        _look_again()
-        ranges[_PARAMETERS] = _ranges(_unseen(_module_tensors))
-    grads = [g for g in map(_grad, _params) if g is not None]
+    if _stale:
+        _stale, _looking = False, None
+        for _ in _look(torch):
+            pass
+    elif _looking is not None or _refreshes % FULL_EVERY == 0:
+        if _looking is None:
+            _looking = _look(torch)
+        if next(_looking, _DONE) is _DONE:
+            _looking = None
+    grads = _found[_GRADIENTS]
+    grads += [g for g in map(_grad, _params) if g is not None]
     grads += [g for g in map(_main_grad, _main_grad_params) if g is not None]
-    ranges[_GRADIENTS] = _ranges(grads, remember=False)
-    state = []
     for opt in list(_optimizers):
-        if full or len(opt.state) != _state_sizes.get(opt):
+        if len(opt.state) != _state_sizes.get(opt):
             _state_sizes[opt] = len(opt.state)
-            _new_state_tensors(opt.state, torch, state)
-    ranges[_STATE] = _ranges(state)
-    for cat, flat in zip(_CATEGORIES, ranges):
+            _new_state_tensors(opt.state.values(), torch, _found[_STATE])
+    for cat, tensors, remember in zip(_CATEGORIES, _found, (True, False, True)):
+        flat = _ranges(tensors, remember) if tensors else None
         if flat:  # array.array fills a buffer four times faster than ctypes does
             buf = (ctypes.c_ulonglong * len(flat)).from_buffer(array.array("Q", flat))
             _api[0](buf, len(flat) // 2, cat)
@@ -347,12 +414,12 @@ def note_checkpoint():
 
 @_guarded
 def note_optimizer(opt):
-    global _stale
+    global _stale, _new_optimizer
     if opt in _optimizers:
         return
     with _lock:
         _optimizers.add(opt)
-        _stale = True
+        _stale = _new_optimizer = True
 
 
 def _record_optimizers():
@@ -375,11 +442,14 @@ def _record_optimizers():
 @_guarded
 def note_step():
     """After an optimizer step: the labels, and what the step says about the run."""
-    global _backwards_since_step
+    global _backwards_since_step, _new_optimizer
     if _backwards_since_step:
         _set("micro_batches", _backwards_since_step)
     _backwards_since_step = 0
-    _record_optimizers()
+    # The settings seldom change: read with a new optimizer, then as often as a look begins.
+    if _new_optimizer or _refreshes % FULL_EVERY == 0:
+        _new_optimizer = False
+        _record_optimizers()
     _refresh()
 
 
@@ -391,8 +461,8 @@ def refresh():
 @_guarded
 def install(torch):
     """Starts the record; the hooks call the note_* functions."""
-    global _storage
-    _storage = _storage_of(torch)
+    global _storage, _storage_ptr, _storage_bytes
+    _storage, _storage_ptr, _storage_bytes = _storage_of(torch)
     _set("framework", "pytorch " + torch.__version__)
     _set("amp", "off")
     _set("gradient_checkpointing", "no")
