@@ -5,10 +5,12 @@ category, saved for backward and recomputed, to the byte; each parent path the s
 children; the recomputation and the smaller saved set under checkpointing; the difference by
 module path."""
 
+import atexit
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
@@ -16,6 +18,7 @@ from vtpy import CLI, HERE, PYTHON, check, clean_env, finish, require_python_und
 
 require_python_under_sanitizer()
 tmp = tempfile.mkdtemp(prefix="vt-modules-")
+atexit.register(shutil.rmtree, tmp, True)  # finish() exits through sys.exit: atexit still runs
 env = clean_env(STANDIN_CAPACITY=str(1 << 30))
 MiB = 1 << 20
 LEAVES = ["enc.layers.%d.%s" % (k, m) for k in range(3) for m in ("attn", "mlp")] + ["head"]
