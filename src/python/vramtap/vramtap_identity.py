@@ -71,6 +71,21 @@ def _load():
 
 
 _api = _load()
+
+
+def _allocations_counter():
+    """The library's count of the device allocations it recorded (a ctypes view), or None with
+    an older library or none."""
+    try:
+        return ctypes.c_uint32.in_dll(vramtap_lib.library(), "vramtap_module_allocs")
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+_allocations = _allocations_counter()
+# Until the library has recorded a device allocation there is nothing to label: refreshes wait
+# (a program on the CPU alone pays none).
+_device_memory = _allocations is None
 _lock = threading.Lock()
 _roots = weakref.WeakKeyDictionary()  # root modules, in the order of their first forward
 _optimizers = weakref.WeakSet()
@@ -88,6 +103,7 @@ LOOK_MODULES, LOOK_STATES = 64, 256
 _module_tensors, _params, _main_grad_params, _stale, _refreshes = [], [], [], True, 0
 _looking = None  # the look under way (_look), one slice per refresh
 _new_optimizer = False  # one not described in the run record yet
+_steps = 0  # optimizer steps
 _DONE = object()
 # The tensors a refresh found, by category, for the library; empty between refreshes.
 _found = ([], [], [])
@@ -272,8 +288,13 @@ def _refresh():
     ``main_grad``, and the state of an optimizer whose state grew, at every refresh; a look at
     everything at once after a new root module or optimizer, and one in slices, a slice per
     refresh, begun every FULL_EVERY refreshes."""
+    global _device_memory
     if _storage is None:
         return
+    if not _device_memory:
+        if not _allocations.value:
+            return
+        _device_memory = True
     # A refresh makes an object per new tensor (a weak reference, a storage): allocations that
     # would start the cyclic collector, whose full passes over a framework's heap cost more than
     # the refresh itself. It runs after the refresh instead, if it was on.
@@ -442,12 +463,13 @@ def _record_optimizers():
 @_guarded
 def note_step():
     """After an optimizer step: the labels, and what the step says about the run."""
-    global _backwards_since_step, _new_optimizer
+    global _backwards_since_step, _new_optimizer, _steps
     if _backwards_since_step:
         _set("micro_batches", _backwards_since_step)
     _backwards_since_step = 0
-    # The settings seldom change: read with a new optimizer, then as often as a look begins.
-    if _new_optimizer or _refreshes % FULL_EVERY == 0:
+    _steps += 1
+    # The settings seldom change: read with a new optimizer, then every FULL_EVERY steps.
+    if _new_optimizer or _steps % FULL_EVERY == 0:
         _new_optimizer = False
         _record_optimizers()
     _refresh()
