@@ -16,6 +16,7 @@
 
 #include "history.h"
 #include "json_out.h"
+#include "mpath.h"
 #include "snapshot_keys.h"
 
 enum {
@@ -48,6 +49,7 @@ typedef struct {
     vt_when birth;
     uint32_t site;
     uint8_t kind;
+    uint8_t mpath[3]; /* the module path at birth, packed (pack_mpath) */
     vt_when death;
 } hev;
 
@@ -66,6 +68,27 @@ _Static_assert(sizeof(hshort) == sizeof(unit) && offsetof(hev, birth) == sizeof(
                "events are whole units");
 _Static_assert(VT_MAX_DEVICES <= INT8_MAX && VT_PHASE_OTHER < (1 << PHASE_BITS),
                "devices and phases fit an event");
+
+/* A record's module path in the three bytes an allocation event has left: the id (interned ids
+ * stay below VT_MPATH_MAX; one the program wrote beyond names no path in the file either) and
+ * the recomputation bit. */
+#define MPATH_RECOMPUTED_BIT (1u << 23)
+_Static_assert(VT_MPATH_MAX < MPATH_RECOMPUTED_BIT, "a module path id fits 23 bits");
+
+static void pack_mpath(uint8_t out[3], uint32_t mpath)
+{
+    uint32_t index = mpath & ~VT_MPATH_RECOMPUTED;
+    uint32_t v = index < MPATH_RECOMPUTED_BIT ? index : 0;
+    if (v && mpath & VT_MPATH_RECOMPUTED)
+        v |= MPATH_RECOMPUTED_BIT;
+    out[0] = (uint8_t)v, out[1] = (uint8_t)(v >> 8), out[2] = (uint8_t)(v >> 16);
+}
+
+static uint32_t unpack_mpath(const uint8_t in[3])
+{
+    uint32_t v = in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16;
+    return (v & ~MPATH_RECOMPUTED_BIT) | (v & MPATH_RECOMPUTED_BIT ? VT_MPATH_RECOMPUTED : 0);
+}
 
 static vt_when pack(const vt_mark *m)
 {
@@ -262,6 +285,7 @@ static hev *put_allocation(size_t at, const vt_rec *r, uint8_t units)
     e->birth = r->born;
     e->site = r->site;
     e->kind = r->kind;
+    pack_mpath(e->mpath, r->mpath);
     return e;
 }
 
@@ -436,7 +460,7 @@ typedef struct {
     uint64_t id, size;
     uintptr_t address;
     vt_when birth, death;
-    uint32_t site;
+    uint32_t site, mpath;
     int8_t device;
     uint8_t api, kind;
     uint8_t flags;
@@ -577,6 +601,7 @@ static size_t gather(vt_history_copy *c, wide **ev, size_t n, frozen_rec *r)
                       .address = a->address,
                       .birth = unpack(&a->birth, a->flags),
                       .site = a->site,
+                      .mpath = a->mpath,
                       .device = a->device,
                       .api = a->api,
                       .kind = a->kind};
@@ -639,6 +664,7 @@ static wide widen(const vt_history_copy *c, size_t i)
               .address = e->address,
               .birth = e->birth,
               .site = e->site,
+              .mpath = unpack_mpath(e->mpath),
               .device = h->device,
               .api = h->api,
               .kind = e->kind,
@@ -685,11 +711,10 @@ int vt_history_write(FILE *f, const vt_history_copy *cc, const vt_history_listed
             out->event(out->ctx, at(e).time, e->id,
                        freed(e) ? -(int64_t)e->size : (int64_t)e->size);
         }
-    fprintf(
-        f,
-        VT_JSON_KEY(
-            VT_K_HISTORY) "{\"steps\": %u, \"max_events\": %zu, \"dropped\": %llu, \"windows\": [",
-        c->steps, c->max_events, (unsigned long long)c->dropped);
+    fprintf(f,
+            VT_JSON_KEY(VT_K_HISTORY) "{\"steps\": %u, \"max_events\": %zu, \"dropped\": %llu, "
+                                      "\"module_paths\": true, \"windows\": [",
+            c->steps, c->max_events, (unsigned long long)c->dropped);
     size_t k = 0;
     for (int w = 0; w < c->nwin; w++) {
         const hwin *h = &c->win[w];

@@ -276,8 +276,38 @@ def case_modules():
     layers = sorted((p for p in rows if p and p.startswith("net.layers.")),
                     key=lambda p: (-rows[p]["bytes"], p))
     cut = sorted(layers + ["net.head"], key=lambda p: (-rows[p]["bytes"], p))
+    expect([g["label"] for g in groups], cut + ["(outside modules)"], "the module groups")
+    # the memory freed before the peak names its module too. train_sim.c, per layer L under
+    # net.layers.L: in each of the 3 steps' forward B x 512 KiB of activations and a 1 MiB
+    # workspace, in each backward a 2 MiB workspace, in the first backward the 4 MiB gradient;
+    # under net.head, each forward's B x 128 KiB output. Every other allocation is made outside.
+    snap = load(snaps[0])
+    expect(snap["history"].get("module_paths"), True, "the history says its paths are recorded")
+    made, outside = {}, set()
+    for a in snap["allocations"] + snap["history_allocations"]:
+        if a.get("module_path") is None:
+            outside.add(a["birth"]["phase"])
+            continue
+        key = (snap["module_paths"][a["module_path"]], a["birth"]["phase"], a["size"])
+        made[key] = made.get(key, 0) + 1
+    want = {("net.head", "forward", 4 * 128 * 1024): 3}
+    for l in range(4):
+        path = "net.layers.%d" % l
+        want.update({(path, "forward", 4 * 512 * 1024): 3, (path, "forward", 1024 * 1024): 3,
+                     (path, "backward", 2 * 1024 * 1024): 3, (path, "backward", 4 << 20): 1})
+    expect(made, want, "allocations live at the peak or in the history, by path, phase and size")
+    expect(outside, {"setup", "forward", "optimizer", "other"},
+           "the phases of allocations made outside every module (forward: the lazy cache)")
+    # a file of an earlier version: its history's allocations carry no paths, and say so not
+    del snap["history"]["module_paths"]
+    for a in snap["history_allocations"]:
+        a.pop("module_path", None)
+    older = os.path.join(out, "older.json")
+    with open(older, "w") as f:
+        json.dump(snap, f)
+    groups, _ = by_module(older, out)
     expect([g["label"] for g in groups], cut + ["(path not recorded)", "(outside modules)"],
-           "the module groups")
+           "the module groups of a file whose history names no paths")
     # an import names every path: no "(path not recorded)"; Net_0 and Block_0 split with a rest
     groups, _ = by_module(imported("modules.pt.trace.json", out), out)
     expect([g["label"] for g in groups],

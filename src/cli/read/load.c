@@ -1524,6 +1524,12 @@ static int load_history(vt_snapshot *s, history_source *src, vt_err *err)
         get_int(h, "dropped", 0, VT_MAX_COUNT, REQUIRED, &s->history_dropped, err) ||
         get_container(h, "windows", JSON_ARRAY, REQUIRED, &windows, err))
         return fail_at(s, err, "history");
+    json_t *paths = json_object_get(h, "module_paths");
+    if (paths && !json_is_boolean(paths)) {
+        wrong(err, "module_paths", "true or false", paths);
+        return fail_at(s, err, "history");
+    }
+    s->history_module_paths = json_is_true(paths);
     s->nwindows = json_array_size(windows);
     s->windows = calloc(s->nwindows + 1, sizeof *s->windows);
     s->hevents = malloc((nev + 1) * sizeof *s->hevents);

@@ -244,6 +244,7 @@ typedef struct {
     vt_oom oom;
     /* history: absent when the file has none (nwindows 0) */
     int64_t history_steps, history_max_events, history_dropped;
+    bool history_module_paths; /* its allocations carry their module paths (older files: not) */
     vt_window *windows;
     size_t nwindows;
     vt_hevent *hevents;

@@ -145,10 +145,11 @@ static bool *paths_used(const vt_snapshot *snap, int device)
 }
 
 /* Whether the history's own allocations (those not live at the peak) cannot say where they
- * were made: the library writes them without a path (an import names every path it knows). */
+ * were made: libraries before `history.module_paths` wrote them without a path (an import names
+ * every path it knows). */
 static bool history_unnamed(const vt_snapshot *snap, int device)
 {
-    if (snap->kind == VT_SNAP_IMPORT)
+    if (snap->kind == VT_SNAP_IMPORT || snap->history_module_paths)
         return false;
     bool any = false;
     for (size_t i = 0; i < snap->nhextra; i++) {
