@@ -88,6 +88,8 @@ _allocations = _allocations_counter()
 _device_memory = _allocations is None
 _lock = threading.Lock()
 _roots = weakref.WeakKeyDictionary()  # root modules, in the order of their first forward
+_root_ids = {}  # id(root module) -> its weak reference: asked at every forward, makes none
+_autocast = None  # () -> the dtype autocast runs in now, or None (_autocast_probe)
 _optimizers = weakref.WeakSet()
 # id(tensor) -> weak reference of a tensor whose storage the library already has
 _seen = {}
@@ -128,18 +130,30 @@ def _guarded(fn):
     return wrapper
 
 
-def _autocast_dtype(torch):
-    """The dtype autocast runs in now, or None when it is off."""
+def _autocast_probe(torch):
+    """A function that gives the dtype autocast runs in now, or None when it is off: looked up
+    once, as it runs at every forward."""
     if hasattr(torch, "get_autocast_dtype"):  # 2.4 and later: per device type
-        for device in ("cuda", "cpu"):
-            if torch.is_autocast_enabled(device):
-                return torch.get_autocast_dtype(device)
+        enabled, dtype = torch.is_autocast_enabled, torch.get_autocast_dtype
+
+        def probe():
+            for device in ("cuda", "cpu"):
+                if enabled(device):
+                    return dtype(device)
+            return None
+
+        return probe
+    gpu, cpu = torch.is_autocast_enabled, torch.is_autocast_cpu_enabled
+    gpu_dtype, cpu_dtype = torch.get_autocast_gpu_dtype, torch.get_autocast_cpu_dtype
+
+    def probe():
+        if gpu():
+            return gpu_dtype()
+        if cpu():
+            return cpu_dtype()
         return None
-    if torch.is_autocast_enabled():
-        return torch.get_autocast_gpu_dtype()
-    if torch.is_autocast_cpu_enabled():
-        return torch.get_autocast_cpu_dtype()
-    return None
+
+    return probe
 
 
 def _storage_of(torch):
@@ -398,14 +412,17 @@ def note_forward(module, args, kwargs):
     global _stale
     if _backward_depth:  # recomputation of a checkpointed segment: not a forward of its own
         return
-    torch = sys.modules["torch"]
-    amp = _autocast_dtype(torch)
+    amp = _autocast()
     if amp is not None:
         _set("amp", _dtype_name(amp))
-    if module in _roots:
+    known = _root_ids.get(id(module))
+    if known is not None and known() is module:
         return
+    torch = sys.modules["torch"]
     with _lock:
         _roots[module] = None
+        key = id(module)
+        _root_ids[key] = weakref.ref(module, lambda _, key=key: _root_ids.pop(key, None))
         _stale = True
     if next(module.parameters(), None) is not None and "input_shape" not in _record:
         x = _first_tensor(list(args) + list(kwargs.values()), torch)
@@ -483,8 +500,9 @@ def refresh():
 @_guarded
 def install(torch):
     """Starts the record; the hooks call the note_* functions."""
-    global _storage, _storage_ptr, _storage_bytes
+    global _storage, _storage_ptr, _storage_bytes, _autocast
     _storage, _storage_ptr, _storage_bytes = _storage_of(torch)
+    _autocast = _autocast_probe(torch)
     _set("framework", "pytorch " + torch.__version__)
     _set("amp", "off")
     _set("gradient_checkpointing", "no")
