@@ -120,7 +120,7 @@ module_slices = math.ceil(modules / vi.LOOK_MODULES)
 state_slice = (len(opt.state) - 1) // vi.LOOK_STATES  # the replaced tensor's parameter is last
 seen_at = {}
 gone = []
-for i in range(module_slices + 1 + state_slice + 2):
+for i in range(module_slices + 2 + state_slice + 2):
     old = weakref.ref(params[1].grad)
     params[1].grad = torch.ones_like(params[1])
     r = refresh(vi.note_step)
@@ -128,10 +128,12 @@ for i in range(module_slices + 1 + state_slice + 2):
     for cat, ranges in r.items():
         for x in ranges:
             seen_at.setdefault((cat, x), []).append(i)
-check(seen_at.get(("parameters", rng(extra))) == [module_slices],
-      "the added parameter: at the slice after the last of %d modules" % modules,
+# after the module slices, one for the optimizers' parameters, one that hands over the new
+# parameters, then the state slices
+check(seen_at.get(("parameters", rng(extra))) == [module_slices + 1],
+      "the added parameter: two slices after the last of %d modules" % modules,
       seen_at.get(("parameters", rng(extra))))
-check(seen_at.get(("optimizer_state", rng(replaced))) == [module_slices + state_slice],
+check(seen_at.get(("optimizer_state", rng(replaced))) == [module_slices + 2 + state_slice],
       "the replaced state tensor: at its state slice",
       seen_at.get(("optimizer_state", rng(replaced))))
 check(all(gone), "no gradient outlives its step in the look", gone)

@@ -253,10 +253,13 @@ def _look(torch):
     while stack:
         _walk_modules(stack, params, buffers)
         yield
+    _optimizers_params(params)
+    yield
     _take_modules(params, buffers)
     del params, buffers
     for opt in [weakref.ref(o) for o in _optimizers]:
         start = 0
+        yield
         while _walk_state(opt, start, torch):
             start += LOOK_STATES
             yield
@@ -267,16 +270,26 @@ def _walk_modules(stack, params, buffers):
         if not stack:
             return
         module = stack.pop()
-        params.update((id(p), p) for p in module._parameters.values() if p is not None)
-        buffers.update((id(b), b) for b in module._buffers.values() if b is not None)
-        stack.extend(m for m in module._modules.values() if m is not None)
+        # plain loops: a module holds a few of each, and a generator per dictionary cost twice
+        for p in module._parameters.values():
+            if p is not None:
+                params[id(p)] = p
+        for b in module._buffers.values():
+            if b is not None:
+                buffers[id(b)] = b
+        for m in module._modules.values():
+            if m is not None:
+                stack.append(m)
+
+
+def _optimizers_params(params):
+    for opt in list(_optimizers):
+        for group in opt.param_groups:
+            params.update((id(p), p) for p in group["params"])
 
 
 def _take_modules(params, buffers):
     global _module_tensors, _params, _main_grad_params
-    for opt in list(_optimizers):
-        for group in opt.param_groups:
-            params.update((id(p), p) for p in group["params"])
     params = list(params.values())
     # Megatron-style fp32 gradient buffers are set up with the model, before its first forward
     _main_grad_params = [p for p in params if "main_grad" in p.__dict__]
