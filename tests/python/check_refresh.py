@@ -12,7 +12,6 @@ storage ranges of the tensors a test model and its optimizer hold.
 """
 
 import math
-import os
 import sys
 import weakref
 
