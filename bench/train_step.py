@@ -42,6 +42,16 @@ def step():
     opt.step()
 
 
+def timed_steps(n):
+    """The CPU time of each of n steps, in seconds."""
+    times = []
+    for _ in range(n):
+        t = time.process_time()
+        step()
+        times.append(time.process_time() - t)
+    return times
+
+
 def hooks_switch():
     """A function that turns the hooks on (True) or off (False); and whether the optimizer's
     hooks are among those it turns."""
@@ -84,12 +94,7 @@ def paired(pairs, block=10, settle=2):
     for i in range(pairs):
         for on in ((True, False) if i % 2 else (False, True)):
             use(on)
-            times = []
-            for _ in range(block):
-                t = time.process_time()
-                step()
-                times.append(time.process_time() - t)
-            steps[on] += times[settle:]
+            steps[on] += timed_steps(block)[settle:]
     use(True)
     quartile = {on: sorted(t)[len(t) // 4] for on, t in steps.items()}
     print("%.1f %.1f%s" % (quartile[True] * 1e6, (quartile[True] - quartile[False]) * 1e6,
@@ -101,10 +106,5 @@ for _ in range(30):
 if sys.argv[1:2] == ["--paired"]:
     paired(int(sys.argv[2]) if len(sys.argv) > 2 else 200)
     sys.exit(0)
-steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-times = []
-for _ in range(steps):
-    t = time.process_time()
-    step()
-    times.append(time.process_time() - t)
+times = timed_steps(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
 print("%.1f %.1f" % (min(times) * 1e6, statistics.median(times) * 1e6))

@@ -100,8 +100,8 @@ static uint64_t frames_hash(const uint64_t *frames, int n)
 {
     uint64_t h = (uint64_t)n;
     for (int i = 0; i < n; i++)
-        h = (h ^ frames[i]) * 0x9e3779b97f4a7c15ULL;
-    return h ^ h >> 32;
+        h = vt_hash_fold(h, frames[i]);
+    return vt_hash_end(h);
 }
 
 static uint32_t intern_recent(const uint64_t *frames, int n_native, int n_py)

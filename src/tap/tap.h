@@ -96,6 +96,18 @@ static inline uint64_t vt_clock(void)
     return vt_clock_mono();
 }
 VT_HIDDEN vt_timebase vt_clock_calibrate(void);
+
+/* A hash of a run of words (frames, return addresses): each folded in by vt_hash_fold, from a
+ * seed, then vt_hash_end. Thread-local caches index their slots by it. */
+static inline uint64_t vt_hash_fold(uint64_t h, uint64_t word)
+{
+    return (h ^ word) * 0x9e3779b97f4a7c15ULL;
+}
+
+static inline uint64_t vt_hash_end(uint64_t h)
+{
+    return h ^ h >> 32;
+}
 /* vt_clock's ticks per second: measured against the monotonic clock since start where the
  * clock is the TSC, 0 until 10 ms have passed. */
 VT_HIDDEN uint64_t vt_ticks_per_second(void);

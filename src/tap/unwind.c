@@ -116,6 +116,15 @@ static int is_skipped(const void *ip)
     return 0;
 }
 
+/* How many of the n frames walked, from the innermost, are skipped ones. */
+static int skipped_above(void *const *ips, int n)
+{
+    int f = 0;
+    while (f < n && is_skipped(ips[f]))
+        f++;
+    return f;
+}
+
 /* The frames above the program's call are walked and dropped. A thread walks as many more than
  * the depth kept as it dropped last time, and again, further, when that was too few. */
 static VT_TLS int dropped_last = -1;
@@ -126,9 +135,7 @@ __attribute__((noinline)) static int walk(void **ips, int depth, int *first)
     for (;;) {
         int max = depth + extra;
         int n = backtrace_here(ips, max);
-        int f = 0;
-        while (f < n && is_skipped(ips[f]))
-            f++;
+        int f = skipped_above(ips, n);
         if (n == max && n - f < depth && extra < margin) {
             extra = margin;
             continue;
@@ -215,8 +222,8 @@ static uint64_t key_hash(uintptr_t sp, void *const *ips, int first)
 {
     uint64_t h = sp;
     for (int i = 2; i <= first; i++)
-        h = (h ^ (uintptr_t)ips[i]) * 0x9e3779b97f4a7c15ULL;
-    return h ^ h >> 32;
+        h = vt_hash_fold(h, (uintptr_t)ips[i]);
+    return vt_hash_end(h);
 }
 
 static int key_fits(int first)
@@ -317,9 +324,7 @@ outer_record(outer_cache *c, uintptr_t sp, void *const *ips, int first, int n)
 __attribute__((noinline)) static int walk_prefix(void **ips, int max)
 {
     int n = backtrace_here(ips, max);
-    int f = 0;
-    while (f < n && is_skipped(ips[f]))
-        f++;
+    int f = skipped_above(ips, n);
     return f < n ? f : -1;
 }
 
