@@ -1,10 +1,11 @@
 /* The books' tables (table.h). Records live in an arena of fixed chunks and are found by
  * index; each table (device allocations, VMM handles, pinned host memory) is an index of
  * open addressing over them: 8-byte slots of (hash, record), linear probing, deletion by
- * backward shift (no tombstones). A table that fills past half doubles without a pause: the
- * new slots take every insertion, and each change moves a few of the old ones over, a whole
- * cluster at a time, until none is left. Nothing here allocates on the way of an allocation
- * or a free but a chunk of records (prepared outside the lock) or a table's growth. */
+ * backward shift (no tombstones). A table that fills past three quarters (half, while small)
+ * grows by half without a pause: the new slots take every insertion, and each change moves a few of
+ * the old ones over, a whole cluster at a time, until none is left. Nothing here allocates on the
+ * way of an allocation or a free but a chunk of records (prepared outside the lock) or a table's
+ * growth. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -138,9 +139,12 @@ typedef struct {
     uint32_t hash, rec; /* rec: the record's index + 1; 0 for an empty slot */
 } slot;
 
+/* A key's first slot is its hash scaled to the capacity (a multiply and a shift), so that the
+ * capacity need not be a power of two: growing by half, a million live allocations take 1.5M
+ * slots (12 bytes each), where doubling past half full took 2M (16 bytes). */
 typedef struct {
     slot *s;
-    uint32_t mask, n;
+    uint32_t cap, n;
 } tab;
 
 typedef struct {
@@ -154,16 +158,35 @@ static books_index live_ix, vmm_ix, host_ix;
  * slot an address will use is fetched into the cache while the lock is being taken. A stale
  * pair of them only makes the hint useless: prefetching never faults. */
 static _Atomic(slot *) hint_slots;
-static _Atomic uint32_t hint_mask;
+static _Atomic uint32_t hint_cap;
 
-/* Slots moved per change of a growing table, at least: the old table is empty before the new
- * one is a quarter full. */
+/* Slots moved per change of a growing table, at least: the old table (three quarters full at
+ * most) is empty before the new one, half as big again, is three fifths full. */
 #define MOVE_STEP 8
 #define FIRST_SLOTS 1024
 
 static inline uint32_t key_hash(uintptr_t key)
 {
     return (uint32_t)(addr_mix(key) >> 32);
+}
+
+static inline uint32_t home(uint32_t hash, uint32_t cap)
+{
+    return (uint32_t)(((uint64_t)hash * cap) >> 32);
+}
+
+static inline uint32_t next(const tab *t, uint32_t i)
+{
+    return ++i == t->cap ? 0 : i;
+}
+
+/* Whether a table of cap slots holding n keys is too full for one more: past three quarters,
+ * or past half for a table under SMALL_SLOTS (512 KiB), whose memory matters less than the
+ * shorter clusters a free shifts back. */
+#define SMALL_SLOTS ((uint64_t)1 << 16)
+static inline int too_full(uint64_t n, uint64_t cap)
+{
+    return cap < SMALL_SLOTS ? 2 * (n + 1) > cap : 4 * (n + 1) > 3 * cap;
 }
 
 /* Slots as memory maps past 2 MiB, in huge pages where the system allows: a lookup in a table
@@ -184,11 +207,10 @@ static slot *slots_new(uint64_t cap)
 
 static void slots_free(tab *t)
 {
-    uint64_t cap = (uint64_t)t->mask + 1;
-    if (cap < HUGE_SLOTS)
+    if (t->cap < HUGE_SLOTS)
         free(t->s);
     else
-        munmap(t->s, cap * sizeof(slot));
+        munmap(t->s, (size_t)t->cap * sizeof(slot));
     *t = (tab){0};
 }
 
@@ -197,7 +219,7 @@ static inline void prefetch_slot(uintptr_t key)
     slot *s = atomic_load_explicit(&hint_slots, memory_order_relaxed);
     if (s)
         __builtin_prefetch(
-            &s[key_hash(key) & atomic_load_explicit(&hint_mask, memory_order_relaxed)]);
+            &s[home(key_hash(key), atomic_load_explicit(&hint_cap, memory_order_relaxed))]);
 }
 
 /* The slot of t that holds key, or -1. */
@@ -205,7 +227,7 @@ static inline int64_t probe(const tab *t, uint32_t h, uintptr_t key)
 {
     if (!t->n)
         return -1;
-    for (uint32_t i = h & t->mask;; i = (i + 1) & t->mask) {
+    for (uint32_t i = home(h, t->cap);; i = next(t, i)) {
         slot e = t->s[i];
         if (!e.rec)
             return -1;
@@ -216,19 +238,24 @@ static inline int64_t probe(const tab *t, uint32_t h, uintptr_t key)
 
 static inline void put(tab *t, slot e)
 {
-    uint32_t i = e.hash & t->mask;
+    uint32_t i = home(e.hash, t->cap);
     while (t->s[i].rec)
-        i = (i + 1) & t->mask;
+        i = next(t, i);
     t->s[i] = e;
     t->n++;
+}
+
+/* How far slot b is past slot a, going forward around the table. */
+static inline uint32_t distance(const tab *t, uint32_t a, uint32_t b)
+{
+    return b >= a ? b - a : b + t->cap - a;
 }
 
 /* Empties slot i, moving back the entries after it that may fill it. */
 static void remove_at(tab *t, uint32_t i)
 {
-    for (uint32_t j = (i + 1) & t->mask; t->s[j].rec; j = (j + 1) & t->mask) {
-        uint32_t home = t->s[j].hash & t->mask;
-        if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
+    for (uint32_t j = next(t, i); t->s[j].rec; j = next(t, j)) {
+        if (distance(t, home(t->s[j].hash, t->cap), j) >= distance(t, i, j)) {
             t->s[i] = t->s[j];
             i = j;
         }
@@ -252,14 +279,14 @@ static void move_some(books_index *ix)
                 return;
             }
         }
-        ix->at = (ix->at + 1) & o->mask;
+        ix->at = next(o, ix->at);
     }
 }
 
-/* A table twice as big takes the insertions; 0, or -1 when memory ran out. */
+/* A table half as big again takes the insertions; 0, or -1 when memory ran out. */
 static int grow(books_index *ix)
 {
-    uint64_t cap = ix->cur.s ? ((uint64_t)ix->cur.mask + 1) * 2 : FIRST_SLOTS;
+    uint64_t cap = ix->cur.s ? (uint64_t)ix->cur.cap * 3 / 2 : FIRST_SLOTS;
     slot *s = cap <= (uint64_t)1 << 31 ? slots_new(cap) : NULL;
     if (!s)
         return -1;
@@ -271,10 +298,10 @@ static int grow(books_index *ix)
     } else if (ix->cur.s) {
         slots_free(&ix->cur);
     }
-    ix->cur = (tab){.s = s, .mask = (uint32_t)(cap - 1)};
+    ix->cur = (tab){.s = s, .cap = (uint32_t)cap};
     if (ix == &live_ix) {
         atomic_store_explicit(&hint_slots, s, memory_order_relaxed);
-        atomic_store_explicit(&hint_mask, ix->cur.mask, memory_order_relaxed);
+        atomic_store_explicit(&hint_cap, ix->cur.cap, memory_order_relaxed);
     }
     return 0;
 }
@@ -294,11 +321,10 @@ static uint32_t index_find(const books_index *ix, uintptr_t key)
  * cannot grow. */
 static int index_put(books_index *ix, uintptr_t key, uint32_t rec)
 {
-    uint64_t cap = ix->cur.s ? (uint64_t)ix->cur.mask + 1 : 0;
+    uint64_t cap = ix->cur.s ? ix->cur.cap : 0;
     if (ix->old.s)
         move_some(ix);
-    else if (2 * ((uint64_t)ix->cur.n + 1) > cap && grow(ix) &&
-             16 * ((uint64_t)ix->cur.n + 1) > 15 * cap)
+    else if (too_full(ix->cur.n, cap) && grow(ix) && 16 * ((uint64_t)ix->cur.n + 1) > 15 * cap)
         return -1;
     put(&ix->cur, (slot){key_hash(key), rec});
     return 0;
@@ -310,10 +336,10 @@ static int index_put(books_index *ix, uintptr_t key, uint32_t rec)
 static int index_gap(const books_index *ix, uintptr_t key, uint32_t *hash, uint32_t *gap)
 {
     const tab *t = &ix->cur;
-    if (ix->old.s || !t->s || 2 * ((uint64_t)t->n + 1) > (uint64_t)t->mask + 1)
+    if (ix->old.s || !t->s || too_full(t->n, t->cap))
         return -1;
-    uint32_t h = key_hash(key), i = h & t->mask;
-    for (; t->s[i].rec; i = (i + 1) & t->mask)
+    uint32_t h = key_hash(key), i = home(h, t->cap);
+    for (; t->s[i].rec; i = next(t, i))
         if (t->s[i].hash == h && rec_at(t->s[i].rec - 1)->key == key)
             return -1;
     *hash = h;
