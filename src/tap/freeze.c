@@ -14,17 +14,12 @@ static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead)
         vt_identity_thaw(fz->identity); /* out of memory: a file without labels */
         fz->identity = NULL;
     }
-    fz->recs[fz->nrecs++] = (frozen_rec){.id = r->id,
-                                         .size = r->size,
-                                         .address = dead ? dead->address : vt_rec_address(r),
-                                         .birth = vt_rec_birth(r),
-                                         .death = dead ? dead->death : (vt_mark){0},
-                                         .site = r->site,
-                                         .mpath = r->mpath,
-                                         .device = r->device,
-                                         .api = r->api,
-                                         .kind = r->kind,
-                                         .dead = dead != NULL};
+    frozen_rec *f = &fz->recs[fz->nrecs++];
+    *f = vt_rec_frozen(r, dead ? dead->address : vt_rec_address(r));
+    if (dead) {
+        f->death = dead->death;
+        f->dead = 1;
+    }
     return 1;
 }
 
@@ -209,7 +204,7 @@ static int step_locked(frozen *fz, moment *m)
             return 1;
         }
         const vt_rec *r = device_rec(m->next);
-        if (!r || r->born.seq > m->seq || r->born.seq > m->peak_seq[r->device])
+        if (!r || vt_rec_seq(r) > m->seq || vt_rec_seq(r) > m->peak_seq[r->device])
             continue;
         if (!copy_as_of(fz, m, r, NULL))
             return -2;
@@ -220,7 +215,7 @@ static int step_locked(frozen *fz, moment *m)
             if (budget-- <= 0)
                 return 1;
             const vt_dead *e = dead_at(m->device, m->next_dead);
-            if (e->copied != m->gen && e->r.born.seq <= m->seq && !copy_as_of(fz, m, &e->r, e))
+            if (e->copied != m->gen && vt_rec_seq(&e->r) <= m->seq && !copy_as_of(fz, m, &e->r, e))
                 return -2;
         }
     }

@@ -40,8 +40,14 @@ typedef struct {
     uint8_t api;
 } head;
 
+/* A mark without its phase, which the flags keep: 24 bytes, not 32. */
+typedef struct {
+    uint64_t seq, time;
+    uint32_t step, instance;
+} vt_when;
+
 /* An allocation (its first two units), or a free whose allocation's event is not in its
- * window (all three). Marks without their phases, which the flags keep: 24 bytes, not 32. */
+ * window (all three). */
 typedef struct {
     head h;
     uint64_t id, size;
@@ -49,7 +55,7 @@ typedef struct {
     vt_when birth;
     uint32_t site;
     uint8_t kind;
-    uint8_t mpath[3]; /* the module path at birth, packed (pack_mpath) */
+    uint8_t mpath[3]; /* the module path at birth, as its record keeps it (vt_rec_mpath_pack) */
     vt_when death;
 } hev;
 
@@ -69,25 +75,16 @@ _Static_assert(sizeof(hshort) == sizeof(unit) && offsetof(hev, birth) == sizeof(
 _Static_assert(VT_MAX_DEVICES <= INT8_MAX && VT_PHASE_OTHER < (1 << PHASE_BITS),
                "devices and phases fit an event");
 
-/* A record's module path in the three bytes an allocation event has left: the id (interned ids
- * stay below VT_MPATH_MAX; one the program wrote beyond names no path in the file either) and
- * the recomputation bit. */
-#define MPATH_RECOMPUTED_BIT (1u << 23)
-_Static_assert(VT_MPATH_MAX < MPATH_RECOMPUTED_BIT, "a module path id fits 23 bits");
+_Static_assert(VT_REC_MPATH_BITS <= 24, "a record's module path fits three bytes");
 
-static void pack_mpath(uint8_t out[3], uint32_t mpath)
+static void pack_mpath(uint8_t out[3], uint32_t v)
 {
-    uint32_t index = mpath & ~VT_MPATH_RECOMPUTED;
-    uint32_t v = index < MPATH_RECOMPUTED_BIT ? index : 0;
-    if (v && mpath & VT_MPATH_RECOMPUTED)
-        v |= MPATH_RECOMPUTED_BIT;
     out[0] = (uint8_t)v, out[1] = (uint8_t)(v >> 8), out[2] = (uint8_t)(v >> 16);
 }
 
 static uint32_t unpack_mpath(const uint8_t in[3])
 {
-    uint32_t v = in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16;
-    return (v & ~MPATH_RECOMPUTED_BIT) | (v & MPATH_RECOMPUTED_BIT ? VT_MPATH_RECOMPUTED : 0);
+    return vt_rec_mpath_unpack(in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16);
 }
 
 static vt_when pack(const vt_mark *m)
@@ -147,11 +144,8 @@ static struct {
  * outside the lock, a chunk at a time (one system call instead of a fault per page, and huge
  * pages where the system has them); recording itself never waits for it. */
 #define CHUNK ((size_t)2 << 20)
-static struct {
-    _Atomic size_t want;  /* bytes of events that should be populated: a chunk past the most used */
-    _Atomic size_t ready; /* bytes populated */
-    atomic_flag busy;
-} P = {.busy = ATOMIC_FLAG_INIT};
+VT_HIDDEN vt_history_pages vt_history_populated; /* want: a chunk past the most used */
+static atomic_flag populating = ATOMIC_FLAG_INIT;
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it and the pages fault */
@@ -171,7 +165,7 @@ static void ask_ready(size_t bytes)
 {
     size_t all = H.ucap * sizeof *H.u;
     H.asked = bytes < all ? bytes : all;
-    atomic_store_explicit(&P.want, H.asked, memory_order_relaxed);
+    atomic_store_explicit(&vt_history_populated.want, H.asked, memory_order_relaxed);
 }
 
 /* With the state lock held, after an event was added. */
@@ -182,15 +176,13 @@ static void ready_ahead(void)
         ask_ready(used + CHUNK);
 }
 
-void vt_history_prepare(void)
+void vt_history_populate(void)
 {
-    size_t want = atomic_load_explicit(&P.want, memory_order_relaxed);
-    if (want <= atomic_load_explicit(&P.ready, memory_order_relaxed) ||
-        atomic_flag_test_and_set(&P.busy))
+    if (atomic_flag_test_and_set(&populating))
         return;
-    size_t bytes = H.ucap * sizeof *H.u, ready = atomic_load(&P.ready);
+    size_t bytes = H.ucap * sizeof *H.u, ready = atomic_load(&vt_history_populated.ready);
     int saved = errno; /* the program's, whatever this call does */
-    want = atomic_load(&P.want);
+    size_t want = atomic_load(&vt_history_populated.want);
     while (ready < want && ready < bytes) {
         size_t n = bytes - ready < CHUNK ? bytes - ready : CHUNK;
         if (madvise((char *)H.u + ready, n, MADV_POPULATE_WRITE)) {
@@ -203,8 +195,8 @@ void vt_history_prepare(void)
         ready += n;
     }
     errno = saved;
-    atomic_store(&P.ready, ready);
-    atomic_flag_clear(&P.busy);
+    atomic_store(&vt_history_populated.ready, ready);
+    atomic_flag_clear(&populating);
 }
 
 static void start_step(uint64_t now)
@@ -223,6 +215,11 @@ void vt_history_init(void)
         return;
     H.cap = (size_t)vt_cfg.history_events;
     H.ucap = H.cap * WHOLE_FREE;
+    /* a record keeps the index of its allocation's event in VT_REC_HIST_BITS */
+    if (H.ucap >= (size_t)1 << VT_REC_HIST_BITS) {
+        H.cap = (((size_t)1 << VT_REC_HIST_BITS) - 1) / WHOLE_FREE;
+        H.ucap = H.cap * WHOLE_FREE;
+    }
     H.late_cap = H.cap / 8 + 64;
     H.u = map(H.ucap * sizeof *H.u);
     H.late = map(H.late_cap * sizeof *H.late);
@@ -274,18 +271,19 @@ static hwin *open_window(void)
     return w;
 }
 
-/* Writes r's allocation event at unit `at`: all but its ref and, for a free, its death. */
-static hev *put_allocation(size_t at, const vt_rec *r, uint8_t units)
+/* Writes allocation a's event at unit `at`: all but its ref and, for a free, its death. */
+static hev *put_allocation(size_t at, const frozen_rec *a, uint8_t units)
 {
     hev *e = (hev *)&H.u[at];
-    e->h = (head){.flags = r->phase, .units = units, .device = r->device, .api = r->api};
-    e->id = r->id;
-    e->size = r->size;
-    e->address = r->kind == VT_KIND_VMM ? vt_rec_address(r) : r->key;
-    e->birth = r->born;
-    e->site = r->site;
-    e->kind = r->kind;
-    pack_mpath(e->mpath, r->mpath);
+    e->h =
+        (head){.flags = a->birth.phase, .units = units, .device = (int8_t)a->device, .api = a->api};
+    e->id = a->id;
+    e->size = a->size;
+    e->address = a->address;
+    e->birth = pack(&a->birth);
+    e->site = a->site;
+    e->kind = a->kind;
+    pack_mpath(e->mpath, vt_rec_mpath_pack(a->mpath));
     return e;
 }
 
@@ -300,42 +298,44 @@ static void added(hwin *w, uint8_t units, uint64_t time)
     ready_ahead();
 }
 
-void vt_history_alloc_locked(vt_rec *r, uint32_t rec, int new_peak)
+void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const frozen_rec *birth, int new_peak)
 {
     if (!H.on)
         return;
     if (new_peak && !H.first_open)
-        H.cur_peaks |= 1u << r->device;
+        H.cur_peaks |= 1u << birth->device;
     hwin *w = open_window();
     if (!w)
         return;
     size_t at = H.used;
-    put_allocation(at, r, ALLOC)->h.ref = rec;
+    put_allocation(at, birth, ALLOC)->h.ref = rec;
     r->hist = (uint32_t)at + 1;
-    added(w, ALLOC, r->born.time);
+    added(w, ALLOC, birth->birth.time);
 }
 
 void vt_history_free_locked(vt_rec *r, const vt_mark *death)
 {
     if (!H.on)
         return;
-    if (r->hist)
-        head_at(r->hist - 1)->flags |= GONE;
+    size_t hist = r->hist;
+    if (hist)
+        head_at(hist - 1)->flags |= GONE;
     hwin *w = open_window();
     if (!w) {
-        if (r->hist)
-            add_late(r->id, death);
+        if (hist)
+            add_late(vt_rec_id(r), death);
         return;
     }
     size_t at = H.used;
-    uint8_t flags = (uint8_t)(death->phase << PHASE_BITS | FREED | (r->hist ? MARKED : 0));
-    if (r->hist > w->first) {
+    uint8_t flags = (uint8_t)(death->phase << PHASE_BITS | FREED | (hist ? MARKED : 0));
+    if (hist > w->first) {
         hshort *e = (hshort *)&H.u[at];
-        e->h = (head){.ref = (uint32_t)(at - (r->hist - 1)), .flags = flags, .units = SHORT_FREE};
+        e->h = (head){.ref = (uint32_t)(at - (hist - 1)), .flags = flags, .units = SHORT_FREE};
         e->death = pack(death);
         added(w, SHORT_FREE, death->time);
     } else {
-        hev *e = put_allocation(at, r, WHOLE_FREE);
+        frozen_rec a = vt_rec_frozen(r, vt_rec_address(r));
+        hev *e = put_allocation(at, &a, WHOLE_FREE);
         e->h.flags |= flags;
         e->death = pack(death);
         added(w, WHOLE_FREE, death->time);
@@ -349,7 +349,7 @@ static vt_rec *owner(size_t i)
     if (e->h.units != ALLOC || (e->h.flags & GONE))
         return NULL;
     vt_rec *r = vt_arena_at(e->h.ref - 1);
-    return r->id == e->id ? r : NULL;
+    return vt_rec_id(r) == e->id ? r : NULL;
 }
 
 /* The allocations of events let go are no longer in the history. */
@@ -449,8 +449,8 @@ void vt_history_reset_after_fork(void)
     /* the pages are the parent's until written: populated again, and by no thread of the
      * parent's that held the flag */
     ask_ready(CHUNK);
-    atomic_store(&P.ready, 0);
-    atomic_flag_clear(&P.busy);
+    atomic_store(&vt_history_populated.ready, 0);
+    atomic_flag_clear(&populating);
 }
 
 /* --- the copy and the file ------------------------------------------------------------ */

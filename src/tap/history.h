@@ -13,18 +13,33 @@
 #ifndef VT_HISTORY_H
 #define VT_HISTORY_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "table.h"
 
 /* Reads the environment and maps the buffer; history is off when it cannot be had. */
 VT_HIDDEN void vt_history_init(void);
+/* How far the events' pages are populated and how far they should be, in bytes (history.c). */
+typedef struct {
+    _Atomic size_t want, ready;
+} vt_history_pages;
+extern VT_HIDDEN vt_history_pages vt_history_populated;
+VT_HIDDEN void vt_history_populate(void);
+
 /* Outside the state lock, before an event may be recorded: populates the pages the next
- * events will use, so that recording them is not a page fault under the lock. */
-VT_HIDDEN void vt_history_prepare(void);
+ * events will use, so that recording them is not a page fault under the lock. Inline: all but
+ * a few calls find nothing to do. */
+static inline void vt_history_prepare(void)
+{
+    if (atomic_load_explicit(&vt_history_populated.want, memory_order_relaxed) >
+        atomic_load_explicit(&vt_history_populated.ready, memory_order_relaxed))
+        vt_history_populate();
+}
 /* With the state lock held: r, the record at arena index rec - 1, was allocated (new_peak: it
  * set its device's peak); r was freed at `death`. */
-VT_HIDDEN void vt_history_alloc_locked(vt_rec *r, uint32_t rec, int new_peak);
+VT_HIDDEN void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const frozen_rec *birth,
+                                       int new_peak);
 VT_HIDDEN void vt_history_free_locked(vt_rec *r, const vt_mark *death);
 /* With the state lock held, just after the step counter moved on. */
 VT_HIDDEN void vt_history_step_locked(void);

@@ -95,14 +95,15 @@ static void free_owned_node(owned *o)
 static int attach(vt_rec *r, uint64_t len, uint8_t cat)
 {
     owned *o = NULL;
-    if (len > r->size)
-        len = r->size;
+    uint64_t id = vt_rec_id(r), size = vt_rec_size(r);
+    if (len > size)
+        len = size;
     if (r->labelled) /* else it has no entry: a new allocation costs no search of the table */
-        HASH_FIND(hh, by_alloc, &r->id, sizeof r->id, o);
+        HASH_FIND(hh, by_alloc, &id, sizeof id, o);
     if (!o) {
         if (!(o = new_owned()))
             return -1;
-        *o = (owned){.id = r->id, .first = {0, len, cat}, .n = 1};
+        *o = (owned){.id = id, .first = {0, len, cat}, .n = 1};
         vt_hash_oom = 0;
         HASH_ADD(hh, by_alloc, id, sizeof o->id, o);
         if (vt_hash_oom) {
@@ -197,7 +198,8 @@ VT_EXPORT int vramtap_label_range(const void *address, unsigned long long bytes,
 void vt_identity_forget_locked(const vt_rec *r)
 {
     owned *o = NULL;
-    HASH_FIND(hh, by_alloc, &r->id, sizeof r->id, o);
+    uint64_t id = vt_rec_id(r);
+    HASH_FIND(hh, by_alloc, &id, sizeof id, o);
     if (!o)
         return;
     HASH_DEL(by_alloc, o);
@@ -253,7 +255,8 @@ int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r)
     owned *o = NULL;
     if (!z || !r->labelled)
         return 1;
-    HASH_FIND(hh, by_alloc, &r->id, sizeof r->id, o);
+    uint64_t id = vt_rec_id(r);
+    HASH_FIND(hh, by_alloc, &id, sizeof id, o);
     if (!o)
         return 1;
     if (z->nowned + o->n > z->capowned) {
@@ -266,7 +269,7 @@ int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r)
     }
     for (uint32_t i = 0; i < o->n; i++) {
         const owned_label *l = label_at(o, i);
-        z->owned[z->nowned++] = (frozen_owned){r->id, l->off, l->len, l->cat};
+        z->owned[z->nowned++] = (frozen_owned){id, l->off, l->len, l->cat};
     }
     return 1;
 }

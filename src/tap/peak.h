@@ -8,8 +8,9 @@
 
 #include "table.h"
 
-/* `r` joined d's live set (d->live already counts it): 1 when it set a new peak. */
-VT_HIDDEN int vt_peak_note_alloc(vt_device *d, const vt_rec *r);
+/* An allocation born at `birth` joined d's live set (d->live already counts it): 1 when it set a
+ * new peak. */
+VT_HIDDEN int vt_peak_note_alloc(vt_device *d, const vt_mark *birth);
 /* `r` left d's live set at `death`: 1 when the peak keeps a copy of it (vt_dead; `copied` as
  * there), so that its labels must stay. */
 VT_HIDDEN int vt_peak_note_free(vt_device *d, const vt_rec *r, const vt_mark *death,

@@ -57,16 +57,25 @@ static int pending_ooms;
 /* One chunk made ahead, outside the lock, with its pages touched. */
 static _Atomic(void *) spare;
 
+/* A chunk: mapped, whole pages, where malloc would have added a page for its own header. Never
+ * unmapped once in use (a fork's child leaks them too). */
+static void *chunk_new(void)
+{
+    void *p =
+        mmap(NULL, VT_CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 void vt_books_prepare(void)
 {
     if (atomic_load_explicit(&spare, memory_order_relaxed))
         return;
-    void *p = malloc(VT_CHUNK_BYTES), *none = NULL;
+    void *p = chunk_new(), *none = NULL;
     if (!p)
         return;
     memset(p, 0, VT_CHUNK_BYTES);
     if (!atomic_compare_exchange_strong(&spare, &none, p))
-        free(p);
+        munmap(p, VT_CHUNK_BYTES);
 }
 
 int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n)
@@ -82,14 +91,14 @@ int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n)
             c->capchunks = cap;
         }
         void *p = atomic_exchange(&spare, NULL);
-        if (!p && !(p = malloc(VT_CHUNK_BYTES)))
+        if (!p && !(p = chunk_new()))
             return -1;
         c->chunk[c->nchunks++] = p;
     }
     return 0;
 }
 
-/* Records [0, end) have been handed out; free ones are chained through their size field. */
+/* Records [0, end) have been handed out; free ones are chained through their id_low. */
 static struct {
     vt_chunks c;
     uint32_t end;
@@ -116,7 +125,7 @@ static uint32_t rec_new(void)
 {
     uint32_t i = A.free;
     if (i) {
-        A.free = (uint32_t)rec_at(i - 1)->size;
+        A.free = rec_at(i - 1)->id_low;
         return i;
     }
     if (A.end == UINT32_MAX - 1 || vt_chunks_reserve(&A.c, sizeof(vt_rec), A.end + 1))
@@ -129,8 +138,66 @@ static void rec_free(uint32_t i, int keep_labels)
     vt_rec *r = rec_at(i);
     if (r->labelled && !keep_labels)
         vt_identity_forget_locked(r);
-    *r = (vt_rec){.size = A.free};
+    *r = (vt_rec){.id_low = A.free};
     A.free = i + 1;
+}
+
+/* --- eras ------------------------------------------------------------------------------ */
+
+VT_HIDDEN vt_era vt_eras[VT_MAX_ERAS]; /* in untouched pages but for the few in use */
+static uint32_t neras;
+
+/* The latest era, and how far it reaches: the next birth is in it while the books' sequence
+ * number and latest id stay below seq_last and id_last, the step and instance below step_end
+ * and instance_end (none of them ever goes down) and its size below size_end (0 while there is
+ * no era, or the latest is one of a larger size). */
+static struct {
+    int era;
+    uint64_t size_end, seq_last, id_last, step_end, instance_end;
+} reach;
+
+_Static_assert(VT_MAX_STACKS < VT_REC_NO_SITE, "a site fits a record");
+_Static_assert(VT_MPATH_MAX < VT_REC_MPATH_RECOMPUTED, "a module path id fits a record");
+
+static inline uint64_t high(uint64_t v, int low_bits)
+{
+    return v & ~(((uint64_t)1 << low_bits) - 1);
+}
+
+static uint64_t reach_end(uint64_t base, int low_bits)
+{
+    return base + ((uint64_t)1 << low_bits);
+}
+
+/* next_era's new era, or -1 when there is no room for another. */
+static int new_era(uint64_t size)
+{
+    if (neras == VT_MAX_ERAS)
+        return -1;
+    vt_era *e = &vt_eras[neras];
+    *e = (vt_era){.seq = high(vt_state.seq + 1, VT_REC_SEQ_BITS),
+                  .id = high(vt_state.next_id + 1, VT_REC_ID_BITS),
+                  .size = high(size, VT_REC_SIZE_BITS),
+                  .step = (uint32_t)high(vt_state.step, VT_REC_STEP_BITS),
+                  .instance = (uint32_t)high(vt_state.instance, VT_REC_INSTANCE_BITS)};
+    reach.era = (int)neras;
+    reach.size_end = e->size ? 0 : reach_end(0, VT_REC_SIZE_BITS);
+    reach.seq_last = reach_end(e->seq, VT_REC_SEQ_BITS) - 1;
+    reach.id_last = reach_end(e->id, VT_REC_ID_BITS) - 1;
+    reach.step_end = reach_end(e->step, VT_REC_STEP_BITS);
+    reach.instance_end = reach_end(e->instance, VT_REC_INSTANCE_BITS);
+    return (int)neras++;
+}
+
+/* The era of the next birth, of `size` bytes: the latest when it holds its high bits, else a
+ * new one; -1 when there is no room for another. */
+static inline int next_era(uint64_t size)
+{
+    if (size < reach.size_end && vt_state.seq < reach.seq_last &&
+        vt_state.next_id < reach.id_last && vt_state.step < reach.step_end &&
+        vt_state.instance < reach.instance_end)
+        return reach.era;
+    return new_era(size);
 }
 
 /* --- the tables ------------------------------------------------------------------------ */
@@ -145,6 +212,7 @@ typedef struct {
 typedef struct {
     slot *s;
     uint32_t cap, n;
+    uint32_t most; /* the keys it takes before it grows (full_at) */
 } tab;
 
 typedef struct {
@@ -180,13 +248,13 @@ static inline uint32_t next(const tab *t, uint32_t i)
     return ++i == t->cap ? 0 : i;
 }
 
-/* Whether a table of cap slots holding n keys is too full for one more: past three quarters,
- * or past half for a table under SMALL_SLOTS (512 KiB), whose memory matters less than the
- * shorter clusters a free shifts back. */
+/* The keys a table of cap slots takes before it grows: three quarters of its slots, or half
+ * for a table under SMALL_SLOTS (512 KiB), whose memory matters less than the shorter clusters
+ * a free shifts back. */
 #define SMALL_SLOTS ((uint64_t)1 << 16)
-static inline int too_full(uint64_t n, uint64_t cap)
+static uint32_t full_at(uint64_t cap)
 {
-    return cap < SMALL_SLOTS ? 2 * (n + 1) > cap : 4 * (n + 1) > 3 * cap;
+    return (uint32_t)(cap < SMALL_SLOTS ? cap / 2 : cap / 4 * 3);
 }
 
 /* Slots as memory maps past 2 MiB, in huge pages where the system allows: a lookup in a table
@@ -214,12 +282,12 @@ static void slots_free(tab *t)
     *t = (tab){0};
 }
 
-static inline void prefetch_slot(uintptr_t key)
+/* h: the key's hash. */
+static inline void prefetch_slot(uint32_t h)
 {
     slot *s = atomic_load_explicit(&hint_slots, memory_order_relaxed);
     if (s)
-        __builtin_prefetch(
-            &s[home(key_hash(key), atomic_load_explicit(&hint_cap, memory_order_relaxed))]);
+        __builtin_prefetch(&s[home(h, atomic_load_explicit(&hint_cap, memory_order_relaxed))]);
 }
 
 /* The slot of t that holds key, or -1. */
@@ -298,7 +366,7 @@ static int grow(books_index *ix)
     } else if (ix->cur.s) {
         slots_free(&ix->cur);
     }
-    ix->cur = (tab){.s = s, .cap = (uint32_t)cap};
+    ix->cur = (tab){.s = s, .cap = (uint32_t)cap, .most = full_at(cap)};
     if (ix == &live_ix) {
         atomic_store_explicit(&hint_slots, s, memory_order_relaxed);
         atomic_store_explicit(&hint_cap, ix->cur.cap, memory_order_relaxed);
@@ -324,33 +392,34 @@ static int index_put(books_index *ix, uintptr_t key, uint32_t rec)
     uint64_t cap = ix->cur.s ? ix->cur.cap : 0;
     if (ix->old.s)
         move_some(ix);
-    else if (too_full(ix->cur.n, cap) && grow(ix) && 16 * ((uint64_t)ix->cur.n + 1) > 15 * cap)
+    else if (ix->cur.n >= ix->cur.most && grow(ix) && 16 * ((uint64_t)ix->cur.n + 1) > 15 * cap)
         return -1;
     put(&ix->cur, (slot){key_hash(key), rec});
     return 0;
 }
 
-/* For a key about to be added to ix: 0 when the table has room for it without growing or moving
- * slots and the key is not there; then *hash is its hash and *gap the empty slot put() would
+/* For a key of hash h about to be added to ix: 0 when the table has room for it without
+ * growing or moving slots and the key is not there; then *gap is the empty slot put() would
  * give it. One probe, where looking for a stale entry and then putting took two. */
-static int index_gap(const books_index *ix, uintptr_t key, uint32_t *hash, uint32_t *gap)
+static int index_gap(const books_index *ix, uintptr_t key, uint32_t h, uint32_t *gap)
 {
     const tab *t = &ix->cur;
-    if (ix->old.s || !t->s || too_full(t->n, t->cap))
+    if (ix->old.s || t->n >= t->most)
         return -1;
-    uint32_t h = key_hash(key), i = home(h, t->cap);
+    uint32_t i = home(h, t->cap);
     for (; t->s[i].rec; i = next(t, i))
         if (t->s[i].hash == h && rec_at(t->s[i].rec - 1)->key == key)
             return -1;
-    *hash = h;
     *gap = i;
     return 0;
 }
 
-/* Takes key out of the table: its record (index + 1), or 0 when it was not there. */
-static uint32_t index_take(books_index *ix, uintptr_t key)
+/* Takes key, of hash h, out of the table: its record (index + 1), or 0 when it was not
+ * there. */
+static inline __attribute__((always_inline)) uint32_t index_take_hashed(books_index *ix,
+                                                                        uintptr_t key, uint32_t h)
 {
-    uint32_t h = key_hash(key), rec = 0;
+    uint32_t rec = 0;
     int64_t i = probe(&ix->cur, h, key);
     if (i >= 0) {
         rec = ix->cur.s[i].rec;
@@ -364,6 +433,11 @@ static uint32_t index_take(books_index *ix, uintptr_t key)
     if (ix->old.s)
         move_some(ix);
     return rec;
+}
+
+static uint32_t index_take(books_index *ix, uintptr_t key)
+{
+    return index_take_hashed(ix, key, key_hash(key));
 }
 
 static uint64_t index_count(const books_index *ix)
@@ -443,10 +517,9 @@ vt_mark vt_mark_now_locked(void)
  * lock is to do (sampling_locked). */
 enum { VT_FIRST_USE = 1, VT_NEW_PEAK = 2, VT_ASK_INFO = 4, VT_PEAK_SAMPLE = 8 };
 
-static int account_alloc(uint32_t rec)
+static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, const frozen_rec *b)
 {
-    vt_rec *r = rec_at(rec - 1);
-    vt_device *d = &vt_state.dev[r->device];
+    vt_device *d = &vt_state.dev[b->device];
     int flags = 0;
     if (!d->used) {
         d->used = 1;
@@ -455,21 +528,21 @@ static int account_alloc(uint32_t rec)
         d->last_workers = d->workers_at_peak = -1;
         flags |= VT_FIRST_USE;
     }
-    d->live += r->size;
+    d->live += b->size;
     d->allocs++;
-    d->pool_allocs += r->kind == VT_KIND_POOL;
-    d->last_alloc_seq = r->born.seq;
+    d->pool_allocs += b->kind == VT_KIND_POOL;
+    d->last_alloc_seq = b->birth.seq;
     vt_state.c.allocs++;
     vt_state.made_device_alloc = 1;
-    if (vt_peak_note_alloc(d, r))
+    if (vt_peak_note_alloc(d, &b->birth))
         flags |= VT_NEW_PEAK;
-    vt_history_alloc_locked(r, rec, flags & VT_NEW_PEAK);
-    if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[r->device])
-        vt_state.open.live_max[r->device] = d->live;
+    vt_history_alloc_locked(rec_at(rec - 1), rec, b, flags & VT_NEW_PEAK);
+    if (in_phase(vt_state.phase) && d->live > vt_state.open.live_max[b->device])
+        vt_state.open.live_max[b->device] = d->live;
     if (pending_ooms) {
         for (int i = 0; i < vt_state.nooms; i++) {
             vt_oom *o = &vt_state.ooms[i];
-            if (!o->retry_succeeded && o->device == r->device && r->size >= o->size) {
+            if (!o->retry_succeeded && o->device == b->device && b->size >= o->size) {
                 o->retry_succeeded = 1;
                 pending_ooms--;
             }
@@ -480,11 +553,11 @@ static int account_alloc(uint32_t rec)
 
 /* Record `rec` (index + 1), out of its table, leaves the live set: the peak keeps a copy if it
  * was live then; the record is recycled. */
-static void account_free(uint32_t rec)
+static inline __attribute__((always_inline)) void account_free(uint32_t rec)
 {
     vt_rec *r = rec_at(rec - 1);
     vt_device *d = &vt_state.dev[r->device];
-    d->live -= r->size;
+    d->live -= vt_rec_size(r);
     vt_state.c.frees++;
     vt_mark death = vt_mark_now_locked();
     vt_history_free_locked(r, &death);
@@ -499,37 +572,58 @@ vt_rec *vt_live_find_locked(uintptr_t addr)
     return rec ? rec_at(rec - 1) : NULL;
 }
 
-/* Record `rec` (index + 1) is born now. */
-static void born(uint32_t rec, uintptr_t key, vt_api api, vt_kind kind, int device, uint64_t size,
-                 uint32_t site)
+/* Record `rec` (index + 1) is born now, in `era` (next_era's, taken since nothing else
+ * happened); *b is the birth as a file shows it (all but its death). */
+static inline __attribute__((always_inline)) void born(uint32_t rec, int era, frozen_rec *b,
+                                                       uintptr_t key, vt_api api, vt_kind kind,
+                                                       int device, uint64_t size, uint32_t site)
 {
-    vt_rec *r = rec_at(rec - 1);
     uint64_t id = ++vt_state.next_id;
     vt_mark m = vt_mark_now_locked();
-    *r = (vt_rec){.key = key,
-                  .id = id,
-                  .size = size,
-                  .born = {.seq = m.seq, .time = m.time, .step = m.step, .instance = m.instance},
-                  .site = site,
-                  .mpath = vt_mpath_birth(),
-                  .device = (int8_t)device,
-                  .api = (uint8_t)api,
-                  .kind = (uint8_t)kind,
-                  .phase = m.phase & 15};
+    uint32_t mpath = vt_rec_mpath_pack(vt_mpath_birth());
+    /* made whole here and copied: assigned field by field in place, the bit fields were each a
+     * read, a mask and a write of the record's memory */
+    vt_rec r = {0};
+    r.key = key;
+    r.time = m.time;
+    r.seq_low = (uint32_t)m.seq;
+    r.id_low = (uint32_t)id;
+    r.size_low = size;
+    r.era = (uint64_t)era;
+    r.step_low = m.step;
+    r.instance_low = m.instance;
+    r.site = site == VT_NO_SITE ? VT_REC_NO_SITE : site;
+    r.phase = m.phase;
+    r.kind = kind;
+    r.mpath = mpath;
+    r.device = (uint64_t)device;
+    r.api = api;
+    memcpy(rec_at(rec - 1), &r, sizeof r);
+    b->id = id;
+    b->size = size;
+    b->address = kind == VT_KIND_VMM ? vt_rec_address(&r) : key;
+    b->birth = m;
+    b->site = site;
+    b->mpath = vt_rec_mpath_unpack(mpath);
+    b->device = (int16_t)device;
+    b->api = (uint8_t)api;
+    b->kind = (uint8_t)kind;
 }
 
-/* A new record in `ix` (its index + 1), or 0 (counted as dropped) when memory ran out. */
-static uint32_t insert(books_index *ix, uintptr_t key, vt_api api, vt_kind kind, int device,
-                       uint64_t size, uint32_t site)
+/* A new record in `ix` (its index + 1) born as *b, or 0 (counted as dropped) when memory ran
+ * out. */
+static uint32_t insert(books_index *ix, frozen_rec *b, uintptr_t key, vt_api api, vt_kind kind,
+                       int device, uint64_t size, uint32_t site)
 {
-    uint32_t rec = key ? rec_new() : 0;
+    int era = next_era(size);
+    uint32_t rec = key && era >= 0 ? rec_new() : 0;
     if (!rec || index_put(ix, key, rec)) {
         if (rec)
             rec_free(rec - 1, 0);
         vt_state.c.dropped++;
         return 0;
     }
-    born(rec, key, api, kind, device, size, site);
+    born(rec, era, b, key, api, kind, device, size, site);
     return rec;
 }
 
@@ -570,11 +664,11 @@ static void drop_stale(books_index *ix, uintptr_t key)
 /* VT_PEAK_SAMPLE_GAP_S in ticks; 0 until the clock's rate is known. */
 static uint64_t peak_gap_ticks;
 
-/* With the lock, after account_alloc's `flags` for record `rec` (index + 1), on d:
+/* With the lock, after account_alloc's `flags` for an allocation born at `now`, on d:
  * the device's facts are asked for at its first use and, while the driver cannot give them
  * (not initialised yet for a driver-API program that allocates before cuInit's effects reach
  * this thread), at the next few; a new peak is sampled as sample.h says. */
-static int sampling_locked(vt_device *d, int flags, uint32_t rec)
+static int sampling_locked(vt_device *d, int flags, uint64_t now)
 {
     int out = 0;
     if (((flags & VT_FIRST_USE) || !d->name[0]) && d->info_attempts < 4) {
@@ -583,7 +677,6 @@ static int sampling_locked(vt_device *d, int flags, uint32_t rec)
     }
     if (!(flags & VT_NEW_PEAK))
         return out;
-    uint64_t now = rec_at(rec - 1)->born.time;
     if (d->peak_samples >= VT_PEAK_SAMPLES_FREE) {
         if (!peak_gap_ticks)
             peak_gap_ticks = (uint64_t)((double)vt_ticks_per_second() * VT_PEAK_SAMPLE_GAP_S);
@@ -595,29 +688,31 @@ static int sampling_locked(vt_device *d, int flags, uint32_t rec)
     return out | VT_PEAK_SAMPLE;
 }
 
-/* A device allocation at addr: drop_stale, then insert, in one probe of the index where it has
- * room (index_gap). */
-static uint32_t insert_live(uintptr_t addr, vt_api api, vt_kind kind, int device, uint64_t size,
-                            uint32_t site)
+/* A device allocation at addr, of hash h: drop_stale, then insert, in one probe of the index
+ * where it has room (index_gap). */
+static uint32_t insert_live(frozen_rec *b, uintptr_t addr, uint32_t h, vt_api api, vt_kind kind,
+                            int device, uint64_t size, uint32_t site)
 {
-    uint32_t h, gap, rec;
-    if (!addr || index_gap(&live_ix, addr, &h, &gap)) {
+    uint32_t gap, rec;
+    if (!addr || index_gap(&live_ix, addr, h, &gap)) {
         drop_stale(&live_ix, addr);
-        return insert(&live_ix, addr, api, kind, device, size, site);
+        return insert(&live_ix, b, addr, api, kind, device, size, site);
     }
-    if (!(rec = rec_new())) {
+    int era = next_era(size);
+    if (era < 0 || !(rec = rec_new())) {
         vt_state.c.dropped++;
         return 0;
     }
     live_ix.cur.s[gap] = (slot){h, rec};
     live_ix.cur.n++;
-    born(rec, addr, api, kind, device, size, site);
+    born(rec, era, b, addr, api, kind, device, size, site);
     return rec;
 }
 
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
-    prefetch_slot(addr);
+    uint32_t h = key_hash(addr);
+    prefetch_slot(h);
     vt_coverage_interposed(api, size);
     uint32_t site = vt_stack_here();
     int flags = 0, in_range = device_in_range(device);
@@ -625,9 +720,10 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     vt_books_prepare();
     vt_lock();
     if (device_ok(in_range)) {
-        uint32_t rec = insert_live(addr, api, kind, device, size, site);
+        frozen_rec b;
+        uint32_t rec = insert_live(&b, addr, h, api, kind, device, size, site);
         if (rec)
-            flags = sampling_locked(&vt_state.dev[device], account_alloc(rec), rec);
+            flags = sampling_locked(&vt_state.dev[device], account_alloc(rec, &b), b.birth.time);
     }
     vt_unlock();
     if (flags)
@@ -636,11 +732,12 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
 
 void vt_note_free(uintptr_t addr)
 {
-    prefetch_slot(addr);
+    uint32_t h = key_hash(addr);
+    prefetch_slot(h);
     vt_history_prepare();
     vt_books_prepare(); /* the peak may keep the record */
     vt_lock();
-    uint32_t rec = addr ? index_take(&live_ix, addr) : 0;
+    uint32_t rec = addr ? index_take_hashed(&live_ix, addr, h) : 0;
     if (rec)
         account_free(rec);
     else
@@ -653,7 +750,7 @@ static int host_drop(uintptr_t addr)
 {
     uint32_t rec = addr ? index_take(&host_ix, addr) : 0;
     if (rec) {
-        vt_state.hostmem.live -= rec_at(rec - 1)->size;
+        vt_state.hostmem.live -= vt_rec_size(rec_at(rec - 1));
         rec_free(rec - 1, 0);
     }
     return rec != 0;
@@ -666,14 +763,15 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
     vt_books_prepare();
     vt_lock();
     host_drop(addr);
-    uint32_t rec = insert(&host_ix, addr, api, VT_KIND_HOST, 0, size, site);
+    frozen_rec b;
+    uint32_t rec = insert(&host_ix, &b, addr, api, VT_KIND_HOST, 0, size, site);
     if (rec) {
         vt_state.c.host_allocs++;
         vt_state.hostmem.allocs++;
         vt_state.hostmem.live += size;
         if (vt_state.hostmem.live > vt_state.hostmem.peak) {
             vt_state.hostmem.peak = vt_state.hostmem.live;
-            vt_state.hostmem.peak_time = rec_at(rec - 1)->born.time;
+            vt_state.hostmem.peak_time = b.birth.time;
         }
     }
     vt_unlock();
@@ -795,15 +893,16 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
         if (stale)
             vmm_drop(stale);
         uint32_t rec = 0;
+        frozen_rec b;
         if (e && extra_add(e, handle)) {
-            if (!(rec =
-                      insert(&vmm_ix, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size, site)))
+            if (!(rec = insert(&vmm_ix, &b, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size,
+                               site)))
                 HASH_DEL(extras, e);
         } else {
             vt_state.c.dropped++;
         }
         if (rec)
-            account_alloc(rec);
+            account_alloc(rec, &b);
         else
             free(e);
     } else {
@@ -1006,6 +1105,8 @@ void vt_table_reset_after_fork(void)
     atomic_store(&hint_slots, NULL);
     extras = NULL;
     pending_ooms = 0;
+    neras = 0;
+    reach.size_end = 0;
     /* The phase the parent was in carries on in the child. */
     vt_state.phase = phase;
     vt_state.step = step;

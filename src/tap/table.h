@@ -15,7 +15,10 @@
 extern __thread __attribute__((visibility("hidden"), tls_model("initial-exec"))) int vt_hash_oom;
 #include <uthash.h>
 
+#include "mpath.h"
 #include "tap.h"
+
+#define VT_NO_SITE UINT32_MAX
 
 typedef enum {
     VT_PHASE_SETUP,
@@ -36,41 +39,112 @@ typedef struct {
     uint8_t phase;
 } vt_mark;
 
-/* The birth of a live allocation: a vt_mark without its phase, which the record keeps in a
- * byte of its own (24 bytes, not 32). */
-typedef struct {
-    uint64_t seq, time;
-    uint32_t step, instance;
-} vt_when;
+/* The widths of what a record keeps of its birth's sequence number, its id, size, step and
+ * phase instance: their low bits. The high bits are an era's (vt_era). */
+enum {
+    VT_REC_SEQ_BITS = 32,
+    VT_REC_ID_BITS = 32,
+    VT_REC_SIZE_BITS = 48,
+    VT_REC_STEP_BITS = 16,
+    VT_REC_INSTANCE_BITS = 21,
+    VT_REC_ERA_BITS = 16,
+    VT_REC_SITE_BITS = 21,
+    VT_REC_HIST_BITS = 30,
+    VT_REC_MPATH_BITS = 22
+};
 
-/* A live allocation on the books: 64 bytes, one cache line. Records sit in an arena of fixed
- * chunks, found by index, never moved (table.c); what only some allocations need is kept
- * aside: a VMM allocation's references, mappings and mapped address (table.c), the death of
- * one the peak keeps (vt_dead, peak.c), labels (identity.c). */
+/* The high bits, zero below the record's widths, of the births of one era: a birth whose high
+ * bits differ from the latest era's starts another. One comes every 2^32 events or
+ * allocations, 2^21 phase instances or 2^16 steps, and two with an allocation of 256 TiB or
+ * more: the 65,536 a process can have last for ever in practice (past them, allocations are
+ * dropped, as when memory runs out). */
+typedef struct {
+    uint64_t seq, id, size;
+    uint32_t step, instance;
+} vt_era;
+
+#define VT_MAX_ERAS (1u << VT_REC_ERA_BITS)
+extern VT_HIDDEN vt_era vt_eras[VT_MAX_ERAS];
+
+/* A live allocation on the books: 48 bytes. Records sit in an arena of fixed chunks, found by
+ * index, never moved (table.c); what only some allocations need is kept aside: a VMM
+ * allocation's references, mappings and mapped address (table.c), the death of one the peak
+ * keeps (vt_dead, peak.c), labels (identity.c). Read its fields through vt_rec_birth,
+ * vt_rec_id, vt_rec_size, vt_rec_site and vt_rec_mpath. */
 typedef struct vt_rec {
-    uintptr_t key; /* device address, host address, or VMM handle; 0: a free slot */
-    uint64_t id, size;
-    vt_when born;
-    uint32_t site;
-    uint32_t hist;  /* while its allocation's event is in a kept window of the history: its
-                       index there + 1; else 0 */
-    uint32_t mpath; /* the nn.Module path current at birth (mpath.h), 0 for none */
-    int8_t device;
-    uint8_t api, kind;
-    uint8_t phase : 4;    /* the birth's */
-    uint8_t labelled : 1; /* identity.c holds labels for it */
+    uintptr_t key;            /* device address, host address, or VMM handle; 0: a free slot */
+    uint64_t time;            /* the birth's, in ticks */
+    uint32_t seq_low, id_low; /* a free record: id_low is the next free one's index + 1 */
+    uint64_t size_low : VT_REC_SIZE_BITS, era : VT_REC_ERA_BITS;
+    uint64_t step_low : VT_REC_STEP_BITS, instance_low : VT_REC_INSTANCE_BITS;
+    uint64_t site : VT_REC_SITE_BITS;   /* VT_REC_NO_SITE for VT_NO_SITE */
+    uint64_t phase : 3, kind : 3;       /* the birth's phase */
+    uint64_t hist : VT_REC_HIST_BITS;   /* while its allocation's event is in a kept window of the
+                                           history: its index there + 1; else 0 */
+    uint64_t mpath : VT_REC_MPATH_BITS; /* the nn.Module path current at birth (mpath.h), packed:
+                                           vt_rec_mpath_pack */
+    uint64_t device : 5, api : 5;
+    uint64_t labelled : 1; /* identity.c holds labels for it */
 } vt_rec;
 
-_Static_assert(sizeof(vt_rec) == 64, "a record is one cache line");
-_Static_assert(VT_MAX_DEVICES <= INT8_MAX, "device ordinals fit a record");
+#define VT_REC_NO_SITE ((1u << VT_REC_SITE_BITS) - 1)
+/* The module path's recomputation bit, where a record keeps it. */
+#define VT_REC_MPATH_RECOMPUTED (1u << (VT_REC_MPATH_BITS - 1))
+
+_Static_assert(sizeof(vt_rec) == 48, "a record is 48 bytes");
+_Static_assert(VT_MAX_DEVICES <= 32 && VT_API_COUNT <= 32 && VT_KIND_HOST < 8,
+               "devices, APIs and kinds fit a record");
+_Static_assert(VT_REC_SEQ_BITS == 32 && VT_REC_ID_BITS == 32, "seq_low and id_low are 32 bits");
+
+static inline uint64_t vt_rec_id(const vt_rec *r)
+{
+    return vt_eras[r->era].id | r->id_low;
+}
+
+static inline uint64_t vt_rec_size(const vt_rec *r)
+{
+    return vt_eras[r->era].size | r->size_low;
+}
+
+static inline uint64_t vt_rec_seq(const vt_rec *r)
+{
+    return vt_eras[r->era].seq | r->seq_low;
+}
 
 static inline vt_mark vt_rec_birth(const vt_rec *r)
 {
-    return (vt_mark){.seq = r->born.seq,
-                     .time = r->born.time,
-                     .step = r->born.step,
-                     .instance = r->born.instance,
-                     .phase = r->phase};
+    const vt_era *e = &vt_eras[r->era];
+    return (vt_mark){.seq = e->seq | r->seq_low,
+                     .time = r->time,
+                     .step = e->step | (uint32_t)r->step_low,
+                     .instance = e->instance | (uint32_t)r->instance_low,
+                     .phase = (uint8_t)r->phase};
+}
+
+static inline uint32_t vt_rec_site(const vt_rec *r)
+{
+    return r->site == VT_REC_NO_SITE ? VT_NO_SITE : (uint32_t)r->site;
+}
+
+/* A module path id (mpath.h) in VT_REC_MPATH_BITS: ids past VT_MPATH_MAX, which name no path
+ * in a file, become 0, as does their recomputation bit. */
+static inline uint32_t vt_rec_mpath_pack(uint32_t mpath)
+{
+    uint32_t index = mpath & ~VT_MPATH_RECOMPUTED;
+    if (!index || index > VT_MPATH_MAX)
+        return 0;
+    return index | (mpath & VT_MPATH_RECOMPUTED ? VT_REC_MPATH_RECOMPUTED : 0);
+}
+
+static inline uint32_t vt_rec_mpath_unpack(uint32_t packed)
+{
+    return (packed & ~VT_REC_MPATH_RECOMPUTED) |
+           (packed & VT_REC_MPATH_RECOMPUTED ? VT_MPATH_RECOMPUTED : 0);
+}
+
+static inline uint32_t vt_rec_mpath(const vt_rec *r)
+{
+    return vt_rec_mpath_unpack((uint32_t)r->mpath);
 }
 
 /* Where the allocation is: its key, or for a VMM allocation the first address it was mapped
@@ -96,6 +170,20 @@ typedef struct {
     uint8_t api, kind, dead;
 } frozen_rec;
 
+/* r as a file shows it alive, at `address` (vt_rec_address's, or the peak's copy's). */
+static inline frozen_rec vt_rec_frozen(const vt_rec *r, uintptr_t address)
+{
+    return (frozen_rec){.id = vt_rec_id(r),
+                        .size = vt_rec_size(r),
+                        .address = address,
+                        .birth = vt_rec_birth(r),
+                        .site = vt_rec_site(r),
+                        .mpath = vt_rec_mpath(r),
+                        .device = (int16_t)r->device,
+                        .api = (uint8_t)r->api,
+                        .kind = (uint8_t)r->kind};
+}
+
 /* A chunked array: elements never move, chunks are added as it grows and kept when it
  * shrinks (table.c). */
 typedef struct {
@@ -108,8 +196,6 @@ typedef struct {
     vt_chunks c;
     uint32_t n, labelled;
 } vt_dead_list;
-
-#define VT_NO_SITE UINT32_MAX
 
 /* A phase instance for the timeline. */
 typedef struct {
@@ -292,8 +378,11 @@ VT_HIDDEN vt_rec *vt_live_find_locked(uintptr_t addr);
 VT_HIDDEN uint32_t vt_arena_end(void);
 VT_HIDDEN vt_rec *vt_arena_at(uint32_t i);
 
-/* Element i of a chunked array of elements of `size` bytes, chunks of VT_CHUNK_BYTES. */
-#define VT_CHUNK_BYTES ((size_t)256 << 10)
+/* Element i of a chunked array of elements of `size` bytes, chunks of VT_CHUNK_BYTES: 4,096
+ * records, so that a record's chunk and place in it are a shift and a mask. */
+#define VT_CHUNK_BYTES ((size_t)192 << 10)
+_Static_assert(VT_CHUNK_BYTES / sizeof(vt_rec) == 4096 && VT_CHUNK_BYTES % sizeof(vt_rec) == 0,
+               "a chunk holds 4,096 records");
 static inline void *vt_chunk_at(const vt_chunks *c, size_t size, uint32_t i)
 {
     uint32_t per = (uint32_t)(VT_CHUNK_BYTES / size);

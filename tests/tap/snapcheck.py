@@ -13,7 +13,8 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] at_peak DEV ADDR SIZE API one allocation live at DEV's peak; all listed for a
                                              device must be exactly the snapshot's set
     EXPECT [pid=N] at_peak_count DEV N       number of allocations live at DEV's peak
-    EXPECT [pid=N] birth ADDR PHASE STEP     birth phase and step of the allocation at ADDR
+    EXPECT [pid=N] birth ADDR PHASE STEP [INSTANCE]  birth phase, step (and phase instance) of
+                                             the allocation at ADDR
     EXPECT [pid=N] death ADDR PHASE STEP     death phase and step ("null null": alive at end)
     EXPECT [pid=N] peak_at DEV PHASE STEP    phase and step of DEV's peak
     EXPECT [pid=N] device DEV KEY VALUE      devices[DEV][KEY] (a number, or text to the line end;
@@ -240,6 +241,9 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         mark = a[what]
         got = [mark["phase"], mark["step"]] if mark else [None, None]
         want = [None if rest[1] == "null" else rest[1], None if rest[2] == "null" else int(rest[2])]
+        if len(rest) > 3:
+            got.append(mark["instance"] if mark else None)
+            want.append(int(rest[3]))
         expect(got, want, "%s of %s" % (what, rest[0]))
     elif what == "labels":
         a = by_address(doc, rest[0])
