@@ -4,6 +4,8 @@
 #include "json_out.h"
 #include "locks.h"
 #include "mpath.h"
+#include "pyframes.h"
+#include "pylayout.h"
 #include "snapshot_keys.h"
 #include "table.h" /* uthash, with the library's out-of-memory handling */
 #include "vramtap.h"
@@ -68,6 +70,163 @@ VT_EXPORT unsigned int vramtap_module_path(const char *path)
 VT_EXPORT unsigned int vramtap_module_enter(unsigned int id)
 {
     return atomic_exchange_explicit(&vramtap_module_current, id, memory_order_relaxed);
+}
+
+/* ---- the module of an allocation, read from the allocating thread's frames ---- */
+
+VT_TLS uint64_t vt_mpath_looked;
+_Atomic uint32_t vramtap_module_backward;
+
+/* Module objects the hooks named, by address: open addressing, guarded by VT_LOCK_MPATHS. A key
+ * of 0 is a free slot, 1 one whose module died (objects are never at odd addresses). */
+typedef struct {
+    uintptr_t module;
+    uint32_t id;
+} bound;
+static bound *bounds;
+static uint32_t bounds_cap, bounds_used; /* used: named and dead slots */
+#define DEAD ((uintptr_t)1)
+
+static uint32_t bound_slot(const bound *t, uint32_t cap, uintptr_t module)
+{
+    uint32_t i = (uint32_t)(((module >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+    while (t[i].module && t[i].module != module)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+/* Room for one more (lock held); 0 when memory ran out. Dead slots go at each rehash. */
+static int bounds_room(void)
+{
+    if ((bounds_used + 1) * 4 <= bounds_cap * 3)
+        return 1;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < bounds_cap; i++)
+        live += bounds[i].module > DEAD;
+    uint32_t cap = bounds_cap ? bounds_cap : 256;
+    while ((live + 1) * 2 > cap)
+        cap *= 2;
+    bound *t = calloc(cap, sizeof *t);
+    if (!t)
+        return 0;
+    for (uint32_t i = 0; i < bounds_cap; i++)
+        if (bounds[i].module > DEAD)
+            t[bound_slot(t, cap, bounds[i].module)] = bounds[i];
+    free(bounds);
+    bounds = t;
+    bounds_cap = cap;
+    bounds_used = live;
+    return 1;
+}
+
+VT_EXPORT int vramtap_module_bind(const void *module, unsigned int id)
+{
+    uintptr_t key = (uintptr_t)module;
+    if (key <= DEAD || !id)
+        return -1;
+    int ok = 0;
+    vt_lock_take(VT_LOCK_MPATHS);
+    if (bounds_room()) {
+        bound *b = &bounds[bound_slot(bounds, bounds_cap, key)];
+        bounds_used += !b->module;
+        *b = (bound){key, id};
+        ok = 1;
+    }
+    vt_lock_give(VT_LOCK_MPATHS);
+    return ok ? 0 : -1;
+}
+
+VT_EXPORT void vramtap_module_unbind(const void *module)
+{
+    uintptr_t key = (uintptr_t)module;
+    vt_lock_take(VT_LOCK_MPATHS);
+    if (bounds_cap && key > DEAD) {
+        bound *b = &bounds[bound_slot(bounds, bounds_cap, key)];
+        if (b->module == key)
+            *b = (bound){DEAD, 0};
+    }
+    vt_lock_give(VT_LOCK_MPATHS);
+}
+
+static uint32_t bound_id(const void *module)
+{
+    uint32_t id = 0;
+    vt_lock_take(VT_LOCK_MPATHS);
+    if (bounds_cap)
+        id = bounds[bound_slot(bounds, bounds_cap, (uintptr_t)module)].id;
+    vt_lock_give(VT_LOCK_MPATHS);
+    return id;
+}
+
+VT_EXPORT int vramtap_module_watch(const void *module_call, const void *backward_call)
+{
+    return vt_pyframes_watch(module_call, backward_call);
+}
+
+/* Appends `.name` (or `name` at the start) to path[*len], cut short where it does not fit. */
+static void path_append(char *path, size_t cap, size_t *len, const char *name)
+{
+    if (*len && *len + 1 < cap)
+        path[(*len)++] = '.';
+    while (*name && *len + 1 < cap)
+        path[(*len)++] = *name++;
+    path[*len] = 0;
+}
+
+/* The class name of module object `obj`, as type(obj).__name__ gives it. Read while its frame
+ * runs, so the object and its class are alive. */
+static const char *class_name(const void *obj)
+{
+    const char *type, *name;
+    unsigned long flags;
+    memcpy(&type, (const char *)obj + VT_PY_OB_TYPE, sizeof type);
+    memcpy(&name, type + VT_PY_TP_NAME, sizeof name);
+    memcpy(&flags, type + VT_PY_TP_FLAGS, sizeof flags);
+    const char *dot = flags & VT_PY_HEAPTYPE ? NULL : strrchr(name, '.');
+    return dot ? dot + 1 : name;
+}
+
+/* A module the hooks did not name (kept in a plain list, or made during the forward) is named
+ * by its class under the module that called it, as the hooks name it when they keep the
+ * current module themselves. */
+static uint32_t unbound_id(void)
+{
+    const void *selves[32];
+    int n = vt_pyframes_modules(selves, 32), k = 1;
+    uint32_t parent = 0;
+    while (k < n && !(parent = bound_id(selves[k])))
+        k++;
+    char path[4096];
+    size_t len = 0;
+    path[0] = 0;
+    if (parent && parent <= vt_mpath_count())
+        path_append(path, sizeof path, &len, by_id[(parent - 1) / PAGE][(parent - 1) % PAGE]->path);
+    for (int i = (k < n ? k : n) - 1; i >= 0; i--)
+        path_append(path, sizeof path, &len, class_name(selves[i]));
+    return vramtap_module_path(path);
+}
+
+void vt_mpath_look(void)
+{
+    const void *module;
+    vt_mpath_looked = 0;
+    if (vt_pyframes_modules(&module, 1) != 1)
+        return;
+    uint32_t id = bound_id(module);
+    if (!id)
+        id = unbound_id();
+    if (id && atomic_load_explicit(&vramtap_module_backward, memory_order_relaxed))
+        id |= VT_MPATH_RECOMPUTED;
+    vt_mpath_looked = 1ull << 32 | id;
+}
+
+VT_EXPORT unsigned int vramtap_module_here(void)
+{
+    vt_mpath_look();
+    uint64_t looked = vt_mpath_looked;
+    vt_mpath_looked = 0;
+    return looked ? (uint32_t)looked
+                  : atomic_load_explicit(&vramtap_module_current, memory_order_relaxed);
 }
 
 uint32_t vt_mpath_count(void)

@@ -22,10 +22,26 @@ extern VT_EXPORT _Atomic uint32_t vramtap_module_current;
  * call made device memory, and give its outputs a backward hook only then. */
 extern VT_EXPORT uint32_t vramtap_module_allocs;
 
+/* Backward calls running (the hooks count them): a module call then is a recomputation. */
+extern VT_EXPORT _Atomic uint32_t vramtap_module_backward;
+
+/* Where the allocating thread's Python frames are read, the hooks name the module of every
+ * module call once (vramtap_module_bind, by the module object's address), and the module of an
+ * allocation is that of the innermost frame running their module-call wrapper, read before the
+ * books' lock: 1 << 32 | its id, or 0 when no such frame runs (the cell holds the module then:
+ * the backward's, or none). */
+extern VT_HIDDEN VT_TLS uint64_t vt_mpath_looked;
+VT_HIDDEN void vt_mpath_look(void);
+
 /* The path of an allocation being recorded (state lock held), which it counts. */
 static inline uint32_t vt_mpath_birth(void)
 {
     vramtap_module_allocs++;
+    uint64_t looked = vt_mpath_looked;
+    if (looked) {
+        vt_mpath_looked = 0;
+        return (uint32_t)looked;
+    }
     return atomic_load_explicit(&vramtap_module_current, memory_order_relaxed);
 }
 

@@ -31,10 +31,10 @@
 static const py_api *py;
 static vt_pylayout lay;
 
-/* A frame as walked: its code object and the byte offset of its instruction (negative before
- * the first), turned into a location and a line later. */
+/* A frame as walked: the frame, its code object and the byte offset of its instruction (negative
+ * before the first), turned into a location and a line later. */
 typedef struct {
-    const char *code;
+    const char *frame, *code;
     int addr;
 } py_site;
 
@@ -108,6 +108,7 @@ static inline __attribute__((always_inline)) int walk(int checked, const vt_pyla
             if (units < -2 || units > INT_MAX / 2)
                 return -1;
             s.addr = (int)units;
+            s.frame = f;
             if (keep)
                 ring[n++ % cap] = s;
         }
@@ -222,7 +223,11 @@ static void code_dealloc(py_object *code)
     code_dealloc_real(code);
 }
 
+/* Sets of MEMO_WAYS entries, the newest first: two sites of one step that hash alike would
+ * evict each other at every step from a table of single entries (about 20 misses a step of the
+ * bench's transformer, each naming its frame again). */
 #define MEMO_SLOTS 1024
+#define MEMO_WAYS 4
 typedef struct {
     const char *code;
     int32_t addr;
@@ -248,14 +253,17 @@ static uint64_t site_frame(py_memo *m, const py_site *s)
 {
     uint32_t d = atomic_load_explicit(death_count(s->code), memory_order_relaxed);
     uintptr_t h = ((uintptr_t)s->code >> 4) ^ (uint32_t)s->addr * 0x9e3779b1u;
-    py_memo *e = m ? &m[(h ^ h >> 13) % MEMO_SLOTS] : NULL;
-    if (e && e->code == s->code && e->addr == s->addr && e->deaths == d)
-        return (uint64_t)e->loc << 32 | e->line;
+    py_memo *set = m ? &m[(h ^ h >> 13) % (MEMO_SLOTS / MEMO_WAYS) * MEMO_WAYS] : NULL;
+    for (int w = 0; set && w < MEMO_WAYS; w++)
+        if (set[w].code == s->code && set[w].addr == s->addr && set[w].deaths == d)
+            return (uint64_t)set[w].loc << 32 | set[w].line;
     py_names nm;
     names_of(0, s->code, &nm);
     py_memo fresh = {s->code, s->addr, d, vt_pystack_intern(nm.file, nm.function), line_of(s)};
-    if (e)
-        *e = fresh;
+    if (set) {
+        memmove(set + 1, set, (MEMO_WAYS - 1) * sizeof *set);
+        set[0] = fresh;
+    }
     return (uint64_t)fresh.loc << 32 | fresh.line;
 }
 
@@ -276,13 +284,53 @@ int vt_pyframes_capture(uint64_t *out, int max)
     return kept;
 }
 
+/* ---- the module a thread runs (docs/modules.md) ---- */
+
+/* Set once, with the GIL, by vt_pyframes_watch; read by any thread. */
+static _Atomic(const void *) module_code, backward_code;
+static int started;
+
+int vt_pyframes_watch(const void *module_call, const void *backward_call)
+{
+    if (!started)
+        return 0;
+    atomic_store_explicit(&backward_code, backward_call, memory_order_relaxed);
+    atomic_store_explicit(&module_code, module_call, memory_order_relaxed);
+    return 1;
+}
+
+int vt_pyframes_modules(const void **selves, int max)
+{
+    const void *mcode = atomic_load_explicit(&module_code, memory_order_relaxed);
+    const char *ts = mcode ? py->GILState_GetThisThreadState() : NULL;
+    if (!ts)
+        return 0;
+    const void *bcode = atomic_load_explicit(&backward_code, memory_order_relaxed);
+    const char *f;
+    memcpy(&f, ts + lay.ts_frame, sizeof f);
+    if (f && lay.cframe_current >= 0)
+        memcpy(&f, f + lay.cframe_current, sizeof f);
+    int n = 0;
+    for (int hops = 0; f && n < max && hops < WALK_MAX; hops++) {
+        const void *code;
+        memcpy(&code, f + lay.f_code, sizeof code);
+        if (code == mcode)
+            memcpy(&selves[n++], f + lay.f_local0, sizeof *selves);
+        else if (code == bcode)
+            break;
+        memcpy(&f, f + lay.f_back, sizeof f);
+    }
+    return n;
+}
+
 /* ---- the check at start, with the GIL held ---- */
 
 /* Why the last check failed; empty when it passed. */
 static char mismatch[256];
 
-/* What the interpreter's own frames and the walk disagree on, or NULL. */
-static const char *compare(const vt_pylayout *L, char *detail, size_t cap)
+/* What the interpreter's own frames and the walk disagree on, or NULL. The innermost frames
+ * (check_src's four functions) have `marker` as their first local. */
+static const char *compare(const vt_pylayout *L, const void *marker, char *detail, size_t cap)
 {
     const char *ts = py->GILState_GetThisThreadState();
     if (!ts || ts != py->ThreadState_Get())
@@ -293,6 +341,13 @@ static const char *compare(const vt_pylayout *L, char *detail, size_t cap)
         return "the frame chain does not read as frames";
     if (n > RING)
         return "the stack is too deep to check";
+    for (int k = 0; k < 4 && k < n; k++) {
+        const void *local0 = NULL;
+        if (!rd(1, ring[k].frame + L->f_local0, &local0, sizeof local0) || local0 != marker) {
+            snprintf(detail, cap, "frame %d: another first local", k);
+            return detail;
+        }
+    }
     py_object *f = py->GetFrame(), *back;
     int i = 0;
     const char *why = NULL;
@@ -336,14 +391,14 @@ static const char *compare(const vt_pylayout *L, char *detail, size_t cap)
     return why;
 }
 
-/* check(object.__basicsize__): a header of other than 16 bytes is a free-threaded or debug
- * build, whose objects and frames the table does not describe. */
+/* check(object.__basicsize__, marker): a header of other than 16 bytes is a free-threaded or
+ * debug build, whose objects and frames the table does not describe. */
 static py_object *on_check(py_object *mod, py_object *const *args, py_ssize_t nargs)
 {
     (void)mod;
-    long header = nargs == 1 ? py->LongAsLong(args[0]) : -1;
+    long header = nargs == 2 ? py->LongAsLong(args[0]) : -1;
     char detail[sizeof mismatch];
-    const char *why = header == 16 ? compare(&lay, detail, sizeof detail) : NULL;
+    const char *why = header == 16 ? compare(&lay, args[1], detail, sizeof detail) : NULL;
     if (header != 16)
         snprintf(mismatch, sizeof mismatch,
                  "objects have a %ld-byte header: a free-threaded or debug build", header);
@@ -357,26 +412,26 @@ static py_object *on_check(py_object *mod, py_object *const *args, py_ssize_t na
 static py_method_def def_check = {"vramtap_check_frames", on_check, PY_METH_FASTCALL, NULL};
 
 /* The check runs at the bottom of a generator inside a coroutine, called back by a C function
- * through functools.partial, on top of whatever called vramtap_python_install. */
+ * through functools.partial, on top of whatever called vramtap_python_install. Each of the four
+ * has the same object as its first local, as the hooks' module-call wrapper has its module. */
 static const char check_src[] = "import functools\n"
-                                "def gen():\n"
-                                "    yield check(object.__basicsize__)\n"
-                                "async def coro():\n"
-                                "    return next(gen())\n"
-                                "def through_c(x):\n"
-                                "    c = coro()\n"
+                                "def gen(m):\n"
+                                "    yield check(object.__basicsize__, m)\n"
+                                "async def coro(m):\n"
+                                "    return next(gen(m))\n"
+                                "def through_c(m):\n"
+                                "    c = coro(m)\n"
                                 "    try:\n"
                                 "        c.send(None)\n"
                                 "    except StopIteration as e:\n"
                                 "        return e.value\n"
-                                "def outer():\n"
-                                "    return sorted([1], key=functools.partial(through_c))\n"
-                                "outer()\n";
+                                "def outer(m):\n"
+                                "    return sorted([m], key=functools.partial(through_c))\n"
+                                "outer(object())\n";
 
 const char *vt_pyframes_start(const py_api *api, int version)
 {
     static char why[400];
-    static int started;
     if (started)
         return NULL;
     py = api;

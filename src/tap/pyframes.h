@@ -16,4 +16,13 @@ VT_HIDDEN const char *vt_pyframes_start(const py_api *api, int version);
  * are more than `max`, the outermost `max`. Needs no GIL. */
 VT_HIDDEN int vt_pyframes_capture(uint64_t *out, int max);
 
+/* With the GIL held: the code objects of the PyTorch hooks' module-call wrapper (its first local
+ * is the module called) and of their backward wrapper. 1 when frames are read, else 0 (the
+ * hooks then keep the current module themselves). */
+VT_HIDDEN int vt_pyframes_watch(const void *module_call, const void *backward_call);
+/* The first local of each frame of the calling thread running the module-call wrapper: its
+ * module, innermost first, at most `max`, up to the first frame running the backward wrapper
+ * (a backward called inside a module's forward is no part of that forward). Needs no GIL. */
+VT_HIDDEN int vt_pyframes_modules(const void **selves, int max);
+
 #endif

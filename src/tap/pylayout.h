@@ -25,23 +25,28 @@ typedef struct {
     uint16_t co_firsttraceable;      /* int _co_firsttraceable (3.11+) */
     uint16_t co_code;                /* co_code_adaptive: the first code unit (3.11+) */
     uint16_t str_ascii, str_compact; /* sizeof PyASCIIObject, PyCompactUnicodeObject */
+    uint16_t f_local0;               /* the first local: f_localsplus, or localsplus (3.11+) */
 } vt_pylayout;
 
 /* Fixed in every row: ob_type at 8, PyASCIIObject.length at 16 and its state bits at 32
- * (kind: bits 2-4, compact: bit 5, ascii: bit 6), PyTypeObject.tp_dealloc at 48. */
+ * (kind: bits 2-4, compact: bit 5, ascii: bit 6), PyTypeObject.tp_name at 24, tp_dealloc at 48
+ * and tp_flags at 168. */
 #define VT_PY_OB_TYPE 8
 #define VT_PY_STR_LENGTH 16
 #define VT_PY_STR_STATE 32
+#define VT_PY_TP_NAME 24
 #define VT_PY_TP_DEALLOC 48
+#define VT_PY_TP_FLAGS 168
+#define VT_PY_HEAPTYPE (1ul << 9)
 
 /* clang-format off */
 static const vt_pylayout vt_pylayouts[] = {
-/*   version interp scale cstack gen  ts  cframe back code instr owner file name first code  str     */
-    {0x0309, 0,     1,    0,     0,   24, -1,    24,  32,  104,  0,    104, 112, 0,    0,   48, 72},
-    {0x030a, 0,     2,    0,     0,   24, -1,    24,  32,  96,   0,    104, 112, 0,    0,   48, 72},
-    {0x030b, 1,     0,    0,     1,   56, 8,     48,  32,  56,   69,   112, 128, 168,  184, 48, 72},
-    {0x030c, 1,     0,    3,     1,   56, 0,     8,   0,   56,   70,   112, 128, 176,  192, 40, 56},
-    {0x030d, 1,     0,    3,     1,   72, -1,    8,   0,   56,   70,   112, 128, 184,  200, 40, 56},
+/*   version interp scale cstack gen  ts  cframe back code instr owner file name first code  str      local0 */
+    {0x0309, 0,     1,    0,     0,   24, -1,    24,  32,  104,  0,    104, 112, 0,    0,   48, 72,  360},
+    {0x030a, 0,     2,    0,     0,   24, -1,    24,  32,  96,   0,    104, 112, 0,    0,   48, 72,  352},
+    {0x030b, 1,     0,    0,     1,   56, 8,     48,  32,  56,   69,   112, 128, 168,  184, 48, 72,  72},
+    {0x030c, 1,     0,    3,     1,   56, 0,     8,   0,   56,   70,   112, 128, 176,  192, 40, 56,  72},
+    {0x030d, 1,     0,    3,     1,   72, -1,    8,   0,   56,   70,   112, 128, 184,  200, 40, 56,  72},
 };
 /* clang-format on */
 

@@ -24,12 +24,17 @@ MiB = 1 << 20
 LEAVES = ["enc.layers.%d.%s" % (k, m) for k in range(3) for m in ("attn", "mlp")] + ["head"]
 
 
-def run(variant):
-    out = os.path.join(tmp, variant)
-    expect_path = os.path.join(tmp, variant + ".expect.json")
+def run(variant, followed=False):
+    """Runs the workload; followed: with Python frames followed call by call (a layout forced
+    to mismatch), where the hooks keep the current module themselves."""
+    name = variant + (" followed" if followed else "")
+    out = os.path.join(tmp, name)
+    expect_path = os.path.join(tmp, name + ".expect.json")
     p = subprocess.run([CLI, "run", "--out", out, "--", PYTHON,
                         os.path.join(HERE, "modules_workload.py"), variant, expect_path],
-                       env=env, capture_output=True, text=True, timeout=300)
+                       env=dict(env, VRAMTAP_TEST_PYFRAMES_SKEW="1" if followed else "0"),
+                       capture_output=True, text=True, timeout=300)
+    variant = name
     snaps = sorted(glob.glob(os.path.join(out, "vramtap.*.json")))
     if not check(p.returncode == 0 and len(snaps) == 1, variant + ": one snapshot",
                  "%d snapshots, %s" % (len(snaps), show(p))):
@@ -50,11 +55,11 @@ def nonzero(cats):
     return {k: v for k, v in cats.items() if v}
 
 
-def check_bill(variant, expect, dev):
+def check_bill(variant, expect, dev, leaves=LEAVES):
     check(dev["peak_bytes"] == expect["peak_bytes"], variant + ": the peak",
           "%d, expected %d" % (dev["peak_bytes"], expect["peak_bytes"]))
     rows = rows_by_path(dev)
-    for path in LEAVES:
+    for path in leaves:
         want = expect["modules"].get(path, {"bytes": 0, "categories": {}, "saved_for_backward": 0,
                                             "recomputed": 0, "count": 0})
         got = rows.get(path)
@@ -70,7 +75,7 @@ def check_bill(variant, expect, dev):
               "%s, expected %s" % (nonzero(got["categories"]), want["categories"]))
     # each parent sums its children; the root's own class names it apart
     for parent in ("enc", "enc.layers", "enc.layers.0", "enc.layers.1", "enc.layers.2"):
-        kids = [p for p in LEAVES if p.startswith(parent + ".")]
+        kids = [p for p in leaves if p.startswith(parent + ".")]
         for key in ("bytes", "saved_for_backward", "recomputed"):
             want = sum(expect["modules"].get(p, {}).get(key, 0) for p in kids)
             check(rows.get(parent, {}).get(key) == want, "%s: %s %s sums its children"
@@ -86,6 +91,25 @@ plain_snap, plain_expect, plain_dev = run("plain")
 ckpt_snap, ckpt_expect, ckpt_dev = run("checkpoint")
 check_bill("plain", plain_expect, plain_dev)
 check_bill("checkpoint", ckpt_expect, ckpt_dev)
+# The same bills where the library cannot read Python frames, and a module named_modules() does
+# not name, both ways.
+def python_frames(snap):
+    return json.loads(subprocess.check_output([CLI, "export", "--json", snap]))[
+        "run_record"].get("python_frames")
+
+
+check(python_frames(plain_snap) == "read", "frames read in the first runs",
+      python_frames(plain_snap))
+for variant in ("plain", "checkpoint"):
+    snap, expect, dev = run(variant, followed=True)
+    check(python_frames(snap) == "followed", variant + ": frames followed", python_frames(snap))
+    check_bill(variant + " followed", expect, dev)
+for followed in (False, True):
+    _, unlisted_expect, unlisted_dev = run("unlisted", followed)
+    check(unlisted_expect["modules"]["enc.Block"]["saved_for_backward"] == 7 * MiB,
+          "the unlisted block saves its buffer", unlisted_expect["modules"].get("enc.Block"))
+    check_bill("unlisted" + (" followed" if followed else ""), unlisted_expect, unlisted_dev,
+               LEAVES + ["enc.Block"])
 
 # The workload's own figures say what the test is about: distinct saved sizes without
 # checkpointing, a recomputation and a smaller saved set with it.

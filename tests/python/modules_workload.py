@@ -5,8 +5,10 @@ by check_modules.py.
 
     modules_workload.py VARIANT EXPECT_JSON
 
-VARIANT: plain, or checkpoint (each encoder layer under torch.utils.checkpoint: its forward
-saves nothing and runs again inside backward). Every device allocation is made by the module
+VARIANT: plain; checkpoint (each encoder layer under torch.utils.checkpoint: its forward
+saves nothing and runs again inside backward); or unlisted (plain, and the encoder also calls a
+block it keeps in a plain list, which named_modules() does not name: vramtap names it by its
+class under the encoder, enc.Block). Every device allocation is made by the module
 that names itself (the path given to its constructor, not what vramtap says); the script keeps
 its own books of them and writes, for the first moment its live bytes reach their highest, what
 each module path holds then: bytes by category, saved for backward, recomputed, to EXPECT_JSON.
@@ -107,6 +109,7 @@ class Encoder(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.layers = torch.nn.ModuleList([Layer(k) for k in range(3)])
+        self.unlisted = [Block("enc.Block", 7 * MiB)] if VARIANT == "unlisted" else []
 
     def forward(self, x):
         for layer in self.layers:
@@ -114,6 +117,8 @@ class Encoder(torch.nn.Module):
                 x = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=True)
             else:
                 x = layer(x)
+        for block in self.unlisted:
+            x = block(x)
         return x
 
 

@@ -56,17 +56,20 @@ int main(void)
     SAME(cframe_current, -1);
     SAME(f_code, offsetof(_PyInterpreterFrame, f_executable));
     SAME(f_instr, offsetof(_PyInterpreterFrame, instr_ptr));
+    SAME(f_local0, offsetof(_PyInterpreterFrame, localsplus));
 #elif PY_VERSION_HEX >= 0x030b0000
     SAME(ts_frame, offsetof(PyThreadState, cframe));
     SAME(cframe_current, offsetof(_PyCFrame, current_frame));
     SAME(f_code, offsetof(_PyInterpreterFrame, f_code));
     SAME(f_instr, offsetof(_PyInterpreterFrame, prev_instr));
+    SAME(f_local0, offsetof(_PyInterpreterFrame, localsplus));
 #else
     SAME(ts_frame, offsetof(PyThreadState, frame));
     SAME(cframe_current, -1);
     SAME(f_back, offsetof(PyFrameObject, f_back));
     SAME(f_code, offsetof(PyFrameObject, f_code));
     SAME(f_instr, offsetof(PyFrameObject, f_lasti));
+    SAME(f_local0, offsetof(PyFrameObject, f_localsplus));
     same("sizeof f_lasti", 4, sizeof(((PyFrameObject *)0)->f_lasti));
     /* f_lasti counts bytes in 3.9 and code units in 3.10 (PyFrame_GetLineNumber). */
     SAME(lasti_scale, PY_VERSION_HEX >= 0x030a0000 ? sizeof(_Py_CODEUNIT) : 1);
@@ -98,7 +101,10 @@ int main(void)
     same("VT_PY_OB_TYPE", VT_PY_OB_TYPE, offsetof(PyObject, ob_type));
     same("VT_PY_STR_LENGTH", VT_PY_STR_LENGTH, offsetof(PyASCIIObject, length));
     same("VT_PY_STR_STATE", VT_PY_STR_STATE, offsetof(PyASCIIObject, state));
+    same("VT_PY_TP_NAME", VT_PY_TP_NAME, offsetof(PyTypeObject, tp_name));
     same("VT_PY_TP_DEALLOC", VT_PY_TP_DEALLOC, offsetof(PyTypeObject, tp_dealloc));
+    same("VT_PY_TP_FLAGS", VT_PY_TP_FLAGS, offsetof(PyTypeObject, tp_flags));
+    same("VT_PY_HEAPTYPE", (long)VT_PY_HEAPTYPE, Py_TPFLAGS_HEAPTYPE);
     same("str kind bits", 7u << 2, state_with(7, 0, 0));
     same("str compact bit", 1u << 5, state_with(0, 1, 0));
     same("str ascii bit", 1u << 6, state_with(0, 0, 1));

@@ -39,6 +39,9 @@ def _frames_when_cuda_starts(torch):
     def _lazy_init():
         cuda._lazy_init = lazy_init
         _start_python_frames()
+        vramtap_torch = sys.modules.get("vramtap_torch")
+        if vramtap_torch is not None:
+            vramtap_torch.frames_started()
         return lazy_init()
 
     cuda._lazy_init = _lazy_init

@@ -1,11 +1,20 @@
 """The nn.Module path current at each allocation, for vramtap's bill by module (docs/modules.md).
 
 vramtap_torch's wrapper of ``nn.Module.__call__`` calls ``enter_root`` for an outermost module
-call and ``enter`` for every call nested in one, and puts the returned previous value back in
-``cell`` when the call returns. ``cell`` is the library's ``vramtap_module_current``: writing it
-is cheaper than a call into the library, and each allocation the library records carries the
-value it holds then. Paths are those of ``named_modules()`` of the outermost module (the root),
-computed once per root; a root itself is named by its class.
+call, and puts the returned previous value back in ``cell`` when the call returns. ``cell`` is the
+library's ``vramtap_module_current``: writing it is cheaper than a call into the library, and an
+allocation made where no module call runs on its thread carries the value it holds then. Paths are
+those of ``named_modules()`` of the outermost module (the root), computed once per root; a root
+itself is named by its class. Each module named is bound to its path id in the library, by the
+module object's address, until it dies.
+
+Calls nested in the root's: where the library reads the allocating thread's Python frames
+(``frames``), it takes the module of an allocation from the innermost frame running the wrapper
+(its first local, ``self``), and names a module it was not given (kept in a plain list, or made
+during the forward) by its class under the module that called it: nested calls pay nothing for
+their path. Elsewhere (frames followed call by call: an unknown CPython layout, or Python frames
+switched off) the wrapper calls ``enter`` for every nested call, which makes its module current in
+``cell`` by the same rules.
 
 Backward: each output that requires grad of a module call that made device memory gets a tensor
 hook that makes the module current when its gradient arrives, that is when autograd starts on
@@ -20,9 +29,18 @@ running is a recomputation (activation checkpointing): its ids carry RECOMPUTED.
 import ctypes
 import os
 import weakref
-from collections import OrderedDict
 
 RECOMPUTED = 0x80000000
+# The key of our hook in a tensor's hooks: Tensor.register_hook keys the program's by
+# RemovableHandle ids, which count up from 0.
+_KEY = -1
+
+
+class _Hooks(dict):
+    """A tensor's hooks: a dict that RemovableHandle can refer to weakly, as it does to the
+    OrderedDict Tensor.register_hook makes (which costs twice as much to make)."""
+
+    __slots__ = ("__weakref__",)
 
 
 class Paths:
@@ -32,6 +50,20 @@ class Paths:
         self._intern = lib.vramtap_module_path
         self._intern.argtypes = [ctypes.c_char_p]
         self._intern.restype = ctypes.c_uint
+        self._backward_cell = ctypes.c_uint32.in_dll(lib, "vramtap_module_backward")
+        self._bind = lib.vramtap_module_bind
+        self._bind.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+        self._bind.restype = ctypes.c_int
+        self._unbind = lib.vramtap_module_unbind
+        self._unbind.argtypes = [ctypes.c_void_p]
+        self._unbind.restype = None
+        self._here = lib.vramtap_module_here
+        self._here.argtypes = []
+        self._here.restype = ctypes.c_uint
+        self._watch = lib.vramtap_module_watch
+        self._watch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self._watch.restype = ctypes.c_int
+        self.frames = False  # the library reads the module of an allocation from its frames
         self._tensor = tensor_type
         self._ids = {}  # id(module) -> (weak reference, path id)
         self._names = {0: ""}  # path id -> path
@@ -44,10 +76,21 @@ class Paths:
             self._names[pid] = path
         return pid
 
+    def watch(self, module_call, backward_call):
+        """Gives the library the code of the module-call wrapper and of the backward wrapper;
+        from then on, where it reads Python frames, nested calls need not enter."""
+        self.frames = self._watch(id(module_call),
+                                  None if backward_call is None else id(backward_call)) == 1
+
     def _keep(self, module, pid):
         key = id(module)
-        self._ids[key] = (weakref.ref(module, lambda _, key=key: self._ids.pop(key, None)), pid)
+        self._ids[key] = (weakref.ref(module, lambda _, key=key: self._forget(key)), pid)
+        self._bind(key, pid)
         return pid
+
+    def _forget(self, key):
+        self._ids.pop(key, None)
+        self._unbind(key)
 
     def _known(self, module):
         entry = self._ids.get(id(module))
@@ -103,28 +146,39 @@ class Paths:
         pid &= ~RECOMPUTED
         if not pid:
             return
-        if isinstance(out, self._tensor):
-            outs = (out,)
-        elif isinstance(out, (tuple, list)):
-            outs = out
-        elif isinstance(out, dict):
-            outs = out.values()
-        else:
-            return
         hook = self._enter_backward.get(pid) or self._backward_hook(pid)
-        for t in outs:
-            # a tensor with hooks already has ours (or the program's: its backward then keeps
-            # the path before)
-            if isinstance(t, self._tensor) and t._backward_hooks is None:
-                node = t.grad_fn  # None: no backward (no grad, or a leaf)
-                if node is not None:
-                    self._hook(t, node, hook)
+        if isinstance(out, self._tensor):
+            self._hook(out, hook)
+            return
+        if isinstance(out, dict):
+            out = out.values()
+        elif not isinstance(out, (tuple, list)):
+            return
+        for t in out:
+            if isinstance(t, self._tensor):
+                self._hook(t, hook)
 
-    def _hook(self, t, node, hook):
+    def hook_module_outputs(self, module, out):
+        """hook_outputs for a nested call whose module the library reads from its frame."""
+        entry = self._ids.get(id(module))
+        if entry is not None and entry[0]() is module:
+            self.hook_outputs(out, entry[1])
+        else:
+            self.hook_outputs(out, self._here())
+
+    @staticmethod
+    def _hook(t, hook):
         """What Tensor.register_hook does, without the handle it makes (a third of a module
-        call's cost here); register_hook where PyTorch's internals differ."""
+        call's cost here); register_hook where PyTorch's internals differ. A tensor with hooks
+        already has ours (or the program's: its backward then keeps the path before)."""
+        if t._backward_hooks is not None:
+            return
+        node = t.grad_fn  # None: no backward (no grad, or a leaf)
+        if node is None:
+            return
         try:
-            hooks = OrderedDict(((0, hook),))
+            hooks = _Hooks()
+            hooks[_KEY] = hook
             t._backward_hooks = hooks
             node._register_hook_dict(t)
         except (AttributeError, TypeError, RuntimeError):
@@ -145,12 +199,14 @@ class Paths:
 
     def backward_begins(self):
         self.backward += 1
+        self._backward_cell.value = self.backward
         prev = self.cell.value
         self.cell.value = 0
         return prev
 
     def backward_ends(self, prev):
         self.backward -= 1
+        self._backward_cell.value = self.backward
         self.cell.value = prev
 
 

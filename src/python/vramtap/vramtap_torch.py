@@ -68,6 +68,8 @@ _open_steps = []
 _installed = False
 # The current nn.Module path (vramtap_modules.Paths), None when off.
 _paths = None
+# The module-call wrapper and the backward wrapper, once installed.
+_wrappers = [None, None]
 
 
 class _Local(threading.local):
@@ -211,6 +213,12 @@ def _install_forward(torch, compiling):
             if paths is None:
                 return call(self, *args, **kwargs)
             made = allocs.value
+            if paths.frames:
+                # the library reads the module of an allocation from this frame's `self`
+                out = call(self, *args, **kwargs)
+                if allocs.value != made and is_grad_enabled():
+                    paths.hook_module_outputs(self, out)
+                return out
             prev, pid = paths.enter(self)
             try:
                 out = call(self, *args, **kwargs)
@@ -241,6 +249,7 @@ def _install_forward(torch, compiling):
             _outermost_end(opened)
 
     torch.nn.Module.__call__ = __call__
+    _wrappers[0] = __call__
 
 
 def _outermost_begin(grad_enabled):
@@ -302,6 +311,7 @@ def _install_backward(torch, compiling):
             else:
                 _paths.backward_ends(_local.prev.pop())
     autograd.backward = _phase_wrapper(autograd.backward, b"backward", compiling, note)
+    _wrappers[1] = autograd.backward
     autograd.grad = _phase_wrapper(autograd.grad, b"backward", compiling, note)
 
 
@@ -469,3 +479,12 @@ def install(env_at_start=None):
     if failed:
         sys.stderr.write("vramtap: could not hook PyTorch %s for: %s; those phases come only "
                          "from NVTX and the C API\n" % (torch.__version__, ", ".join(failed)))
+    frames_started()
+
+
+def frames_started():
+    """Once the library reads Python frames (at start, or in a child once CUDA starts), it
+    finds the module of each allocation from the wrapper's frames: nested calls stop entering."""
+    forward, backward = _wrappers
+    if _paths is not None and forward is not None:
+        _paths.watch(forward.__code__, backward.__code__ if backward else None)
