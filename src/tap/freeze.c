@@ -28,7 +28,7 @@ static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead)
 static const vt_rec *device_rec(uint32_t i)
 {
     const vt_rec *r = vt_arena_at(i);
-    return r->key && r->kind != VT_KIND_HOST ? r : NULL;
+    return r->key && vt_rec_kind(r) != VT_KIND_HOST ? r : NULL;
 }
 
 static const vt_dead *dead_at(int device, uint32_t i)
@@ -43,7 +43,8 @@ static int freeze_records(frozen *fz, const vt_oom *oom)
     fz->nrecs = 0;
     for (uint32_t i = 0, end = vt_arena_end(); i < end; i++) {
         const vt_rec *r = device_rec(i);
-        if (r && (oom ? r->device == oom->device : vt_peak_holds(r)) && !freeze_rec(fz, r, NULL))
+        if (r && (oom ? vt_rec_device(r) == oom->device : vt_peak_holds(r)) &&
+            !freeze_rec(fz, r, NULL))
             return 0;
     }
     for (int d = 0; !oom && d < VT_MAX_DEVICES; d++) {
@@ -204,7 +205,7 @@ static int step_locked(frozen *fz, moment *m)
             return 1;
         }
         const vt_rec *r = device_rec(m->next);
-        if (!r || vt_rec_seq(r) > m->seq || vt_rec_seq(r) > m->peak_seq[r->device])
+        if (!r || vt_rec_seq(r) > m->seq || vt_rec_seq(r) > m->peak_seq[vt_rec_device(r)])
             continue;
         if (!copy_as_of(fz, m, r, NULL))
             return -2;

@@ -309,7 +309,7 @@ void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const frozen_rec *birth, i
         return;
     size_t at = H.used;
     put_allocation(at, birth, ALLOC)->h.ref = rec;
-    r->hist = (uint32_t)at + 1;
+    vt_rec_set_hist(r, (uint32_t)at + 1);
     added(w, ALLOC, birth->birth.time);
 }
 
@@ -317,7 +317,7 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
 {
     if (!H.on)
         return;
-    size_t hist = r->hist;
+    size_t hist = vt_rec_hist(r);
     if (hist)
         head_at(hist - 1)->flags |= GONE;
     hwin *w = open_window();
@@ -358,7 +358,7 @@ static void unmark(const hwin *w)
     for (size_t i = w->first; i < w->first + w->units; i += head_at(i)->units) {
         vt_rec *r = owner(i);
         if (r)
-            r->hist = 0;
+            vt_rec_set_hist(r, 0);
     }
 }
 
@@ -398,7 +398,7 @@ static void keep_step(void)
             for (size_t k = to; k < to + w.units; k += head_at(k)->units) {
                 vt_rec *r = owner(k);
                 if (r)
-                    r->hist = (uint32_t)k + 1;
+                    vt_rec_set_hist(r, (uint32_t)k + 1);
             }
         }
         w.first = to;

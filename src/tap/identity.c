@@ -98,7 +98,8 @@ static int attach(vt_rec *r, uint64_t len, uint8_t cat)
     uint64_t id = vt_rec_id(r), size = vt_rec_size(r);
     if (len > size)
         len = size;
-    if (r->labelled) /* else it has no entry: a new allocation costs no search of the table */
+    if (vt_rec_labelled(
+            r)) /* else it has no entry: a new allocation costs no search of the table */
         HASH_FIND(hh, by_alloc, &id, sizeof id, o);
     if (!o) {
         if (!(o = new_owned()))
@@ -110,7 +111,7 @@ static int attach(vt_rec *r, uint64_t len, uint8_t cat)
             free_owned_node(o);
             return -1;
         }
-        r->labelled = 1;
+        vt_rec_set_labelled(r);
         return 0;
     }
     for (uint32_t i = 0; i < o->n; i++) {
@@ -253,7 +254,7 @@ vt_identity_frozen *vt_identity_freeze_locked(void)
 int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r)
 {
     owned *o = NULL;
-    if (!z || !r->labelled)
+    if (!z || !vt_rec_labelled(r))
         return 1;
     uint64_t id = vt_rec_id(r);
     HASH_FIND(hh, by_alloc, &id, sizeof id, o);

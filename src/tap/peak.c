@@ -7,7 +7,7 @@ static void release_dead(vt_device *d)
 {
     for (uint32_t i = 0; d->dead.labelled && i < d->dead.n; i++) {
         vt_dead *e = vt_chunk_at(&d->dead.c, sizeof *e, i);
-        if (e->r.labelled) {
+        if (vt_rec_labelled(&e->r)) {
             vt_identity_forget_locked(&e->r);
             d->dead.labelled--;
         }
@@ -43,7 +43,7 @@ static __attribute__((noinline)) int keep_dead(vt_device *d, const vt_rec *r, co
     }
     vt_dead *e = vt_chunk_at(&d->dead.c, sizeof *e, d->dead.n++);
     *e = (vt_dead){.r = *r, .death = *death, .address = vt_rec_address(r), .copied = copied};
-    d->dead.labelled += r->labelled;
+    d->dead.labelled += vt_rec_labelled(r);
     return 1;
 }
 
@@ -54,5 +54,5 @@ int vt_peak_note_free(vt_device *d, const vt_rec *r, const vt_mark *death, uint3
 
 int vt_peak_holds(const vt_rec *r)
 {
-    return vt_rec_seq(r) <= vt_state.dev[r->device].peak_seq;
+    return vt_rec_seq(r) <= vt_state.dev[vt_rec_device(r)].peak_seq;
 }

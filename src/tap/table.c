@@ -136,7 +136,7 @@ static uint32_t rec_new(void)
 static void rec_free(uint32_t i, int keep_labels)
 {
     vt_rec *r = rec_at(i);
-    if (r->labelled && !keep_labels)
+    if (vt_rec_labelled(r) && !keep_labels)
         vt_identity_forget_locked(r);
     *r = (vt_rec){.id_low = A.free};
     A.free = i + 1;
@@ -162,6 +162,11 @@ _Static_assert(VT_MPATH_MAX < VT_REC_MPATH_RECOMPUTED, "a module path id fits a 
 static inline uint64_t high(uint64_t v, int low_bits)
 {
     return v & ~(((uint64_t)1 << low_bits) - 1);
+}
+
+static inline uint64_t low(uint64_t v, int low_bits)
+{
+    return v & (((uint64_t)1 << low_bits) - 1);
 }
 
 static uint64_t reach_end(uint64_t base, int low_bits)
@@ -471,7 +476,7 @@ static vmm_extra *extra_of(uintptr_t handle)
 
 uintptr_t vt_rec_address(const vt_rec *r)
 {
-    if (r->kind != VT_KIND_VMM)
+    if (vt_rec_kind(r) != VT_KIND_VMM)
         return r->key;
     const vmm_extra *e = extra_of(r->key);
     return e ? e->address : 0;
@@ -556,7 +561,7 @@ static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, con
 static inline __attribute__((always_inline)) void account_free(uint32_t rec)
 {
     vt_rec *r = rec_at(rec - 1);
-    vt_device *d = &vt_state.dev[r->device];
+    vt_device *d = &vt_state.dev[vt_rec_device(r)];
     d->live -= vt_rec_size(r);
     vt_state.c.frees++;
     vt_mark death = vt_mark_now_locked();
@@ -581,27 +586,21 @@ static inline __attribute__((always_inline)) void born(uint32_t rec, int era, fr
     uint64_t id = ++vt_state.next_id;
     vt_mark m = vt_mark_now_locked();
     uint32_t mpath = vt_rec_mpath_pack(vt_mpath_birth());
-    /* made whole here and copied: assigned field by field in place, the bit fields were each a
-     * read, a mask and a write of the record's memory */
-    vt_rec r = {0};
-    r.key = key;
-    r.time = m.time;
-    r.seq_low = (uint32_t)m.seq;
-    r.id_low = (uint32_t)id;
-    r.size_low = size;
-    r.era = (uint64_t)era;
-    r.step_low = m.step;
-    r.instance_low = m.instance;
-    r.site = site == VT_NO_SITE ? VT_REC_NO_SITE : site;
-    r.phase = m.phase;
-    r.kind = kind;
-    r.mpath = mpath;
-    r.device = (uint64_t)device;
-    r.api = api;
-    memcpy(rec_at(rec - 1), &r, sizeof r);
+    vt_rec *r = rec_at(rec - 1);
+    *r = (vt_rec){.key = key,
+                  .time = m.time,
+                  .seq_low = (uint32_t)m.seq,
+                  .id_low = (uint32_t)id,
+                  .size_era = low(size, VT_REC_SIZE_BITS) | (uint64_t)era << VT_REC_AT_ERA,
+                  .when = low(m.step, VT_REC_STEP_BITS) |
+                          low(m.instance, VT_REC_INSTANCE_BITS) << VT_REC_AT_INSTANCE |
+                          (uint64_t)(site == VT_NO_SITE ? VT_REC_NO_SITE : site) << VT_REC_AT_SITE |
+                          (uint64_t)m.phase << VT_REC_AT_PHASE | (uint64_t)kind << VT_REC_AT_KIND,
+                  .what = (uint64_t)mpath << VT_REC_AT_MPATH |
+                          (uint64_t)device << VT_REC_AT_DEVICE | (uint64_t)api << VT_REC_AT_API};
     b->id = id;
     b->size = size;
-    b->address = kind == VT_KIND_VMM ? vt_rec_address(&r) : key;
+    b->address = kind == VT_KIND_VMM ? vt_rec_address(r) : key;
     b->birth = m;
     b->site = site;
     b->mpath = vt_rec_mpath_unpack(mpath);

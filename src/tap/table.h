@@ -69,61 +69,123 @@ extern VT_HIDDEN vt_era vt_eras[VT_MAX_ERAS];
 /* A live allocation on the books: 48 bytes. Records sit in an arena of fixed chunks, found by
  * index, never moved (table.c); what only some allocations need is kept aside: a VMM
  * allocation's references, mappings and mapped address (table.c), the death of one the peak
- * keeps (vt_dead, peak.c), labels (identity.c). Read its fields through vt_rec_birth,
- * vt_rec_id, vt_rec_size, vt_rec_site and vt_rec_mpath. */
+ * keeps (vt_dead, peak.c), labels (identity.c). Its last three words are packed (the VT_REC_AT_
+ * and VT_REC_*_BITS below): read them through the vt_rec_ functions. Packed as whole words, a
+ * birth is a few shifts in registers; C bit fields were written a piece at a time, and reading
+ * a word back over pieces just stored stalls the processor. */
 typedef struct vt_rec {
     uintptr_t key;            /* device address, host address, or VMM handle; 0: a free slot */
     uint64_t time;            /* the birth's, in ticks */
     uint32_t seq_low, id_low; /* a free record: id_low is the next free one's index + 1 */
-    uint64_t size_low : VT_REC_SIZE_BITS, era : VT_REC_ERA_BITS;
-    uint64_t step_low : VT_REC_STEP_BITS, instance_low : VT_REC_INSTANCE_BITS;
-    uint64_t site : VT_REC_SITE_BITS;   /* VT_REC_NO_SITE for VT_NO_SITE */
-    uint64_t phase : 3, kind : 3;       /* the birth's phase */
-    uint64_t hist : VT_REC_HIST_BITS;   /* while its allocation's event is in a kept window of the
-                                           history: its index there + 1; else 0 */
-    uint64_t mpath : VT_REC_MPATH_BITS; /* the nn.Module path current at birth (mpath.h), packed:
-                                           vt_rec_mpath_pack */
-    uint64_t device : 5, api : 5;
-    uint64_t labelled : 1; /* identity.c holds labels for it */
+    uint64_t size_era;        /* size's low bits, then the era */
+    uint64_t when;            /* step's and instance's low bits, site, phase, kind */
+    uint64_t what;            /* history index, module path, device, API, labelled */
 } vt_rec;
+
+/* Where each packed field starts in its word. */
+enum {
+    VT_REC_AT_ERA = VT_REC_SIZE_BITS,
+    VT_REC_AT_INSTANCE = VT_REC_STEP_BITS,
+    VT_REC_AT_SITE = VT_REC_AT_INSTANCE + VT_REC_INSTANCE_BITS,
+    VT_REC_AT_PHASE = VT_REC_AT_SITE + VT_REC_SITE_BITS,
+    VT_REC_AT_KIND = VT_REC_AT_PHASE + 3,
+    VT_REC_AT_MPATH = VT_REC_HIST_BITS,
+    VT_REC_AT_DEVICE = VT_REC_AT_MPATH + VT_REC_MPATH_BITS,
+    VT_REC_AT_API = VT_REC_AT_DEVICE + 5,
+    VT_REC_AT_LABELLED = VT_REC_AT_API + 5
+};
 
 #define VT_REC_NO_SITE ((1u << VT_REC_SITE_BITS) - 1)
 /* The module path's recomputation bit, where a record keeps it. */
 #define VT_REC_MPATH_RECOMPUTED (1u << (VT_REC_MPATH_BITS - 1))
 
 _Static_assert(sizeof(vt_rec) == 48, "a record is 48 bytes");
+_Static_assert(VT_REC_AT_ERA + VT_REC_ERA_BITS <= 64 && VT_REC_AT_KIND + 3 <= 64 &&
+                   VT_REC_AT_LABELLED + 1 <= 64,
+               "the packed fields fit their words");
 _Static_assert(VT_MAX_DEVICES <= 32 && VT_API_COUNT <= 32 && VT_KIND_HOST < 8,
                "devices, APIs and kinds fit a record");
 _Static_assert(VT_REC_SEQ_BITS == 32 && VT_REC_ID_BITS == 32, "seq_low and id_low are 32 bits");
 
+/* The `bits` bits of w from bit `at`. */
+static inline uint32_t vt_bits(uint64_t w, int at, int bits)
+{
+    return (uint32_t)((w >> at) & ((UINT64_C(1) << bits) - 1));
+}
+
+static inline const vt_era *vt_rec_era(const vt_rec *r)
+{
+    return &vt_eras[r->size_era >> VT_REC_AT_ERA];
+}
+
 static inline uint64_t vt_rec_id(const vt_rec *r)
 {
-    return vt_eras[r->era].id | r->id_low;
+    return vt_rec_era(r)->id | r->id_low;
 }
 
 static inline uint64_t vt_rec_size(const vt_rec *r)
 {
-    return vt_eras[r->era].size | r->size_low;
+    return vt_rec_era(r)->size | (r->size_era & ((UINT64_C(1) << VT_REC_SIZE_BITS) - 1));
 }
 
 static inline uint64_t vt_rec_seq(const vt_rec *r)
 {
-    return vt_eras[r->era].seq | r->seq_low;
+    return vt_rec_era(r)->seq | r->seq_low;
 }
 
 static inline vt_mark vt_rec_birth(const vt_rec *r)
 {
-    const vt_era *e = &vt_eras[r->era];
+    const vt_era *e = vt_rec_era(r);
     return (vt_mark){.seq = e->seq | r->seq_low,
                      .time = r->time,
-                     .step = e->step | (uint32_t)r->step_low,
-                     .instance = e->instance | (uint32_t)r->instance_low,
-                     .phase = (uint8_t)r->phase};
+                     .step = e->step | vt_bits(r->when, 0, VT_REC_STEP_BITS),
+                     .instance =
+                         e->instance | vt_bits(r->when, VT_REC_AT_INSTANCE, VT_REC_INSTANCE_BITS),
+                     .phase = (uint8_t)vt_bits(r->when, VT_REC_AT_PHASE, 3)};
+}
+
+static inline vt_kind vt_rec_kind(const vt_rec *r)
+{
+    return (vt_kind)vt_bits(r->when, VT_REC_AT_KIND, 3);
 }
 
 static inline uint32_t vt_rec_site(const vt_rec *r)
 {
-    return r->site == VT_REC_NO_SITE ? VT_NO_SITE : (uint32_t)r->site;
+    uint32_t site = vt_bits(r->when, VT_REC_AT_SITE, VT_REC_SITE_BITS);
+    return site == VT_REC_NO_SITE ? VT_NO_SITE : site;
+}
+
+/* The index of its allocation's event in the history + 1 while the event is in a kept window,
+ * else 0. */
+static inline uint32_t vt_rec_hist(const vt_rec *r)
+{
+    return vt_bits(r->what, 0, VT_REC_HIST_BITS);
+}
+
+static inline void vt_rec_set_hist(vt_rec *r, uint32_t hist)
+{
+    r->what = (r->what & ~((UINT64_C(1) << VT_REC_HIST_BITS) - 1)) | hist;
+}
+
+static inline int vt_rec_device(const vt_rec *r)
+{
+    return (int)vt_bits(r->what, VT_REC_AT_DEVICE, 5);
+}
+
+static inline vt_api vt_rec_api(const vt_rec *r)
+{
+    return (vt_api)vt_bits(r->what, VT_REC_AT_API, 5);
+}
+
+/* Whether identity.c holds labels for it. */
+static inline int vt_rec_labelled(const vt_rec *r)
+{
+    return (int)vt_bits(r->what, VT_REC_AT_LABELLED, 1);
+}
+
+static inline void vt_rec_set_labelled(vt_rec *r)
+{
+    r->what |= UINT64_C(1) << VT_REC_AT_LABELLED;
 }
 
 /* A module path id (mpath.h) in VT_REC_MPATH_BITS: ids past VT_MPATH_MAX, which name no path
@@ -142,9 +204,10 @@ static inline uint32_t vt_rec_mpath_unpack(uint32_t packed)
            (packed & VT_REC_MPATH_RECOMPUTED ? VT_MPATH_RECOMPUTED : 0);
 }
 
+/* The nn.Module path current at its birth (mpath.h). */
 static inline uint32_t vt_rec_mpath(const vt_rec *r)
 {
-    return vt_rec_mpath_unpack((uint32_t)r->mpath);
+    return vt_rec_mpath_unpack(vt_bits(r->what, VT_REC_AT_MPATH, VT_REC_MPATH_BITS));
 }
 
 /* Where the allocation is: its key, or for a VMM allocation the first address it was mapped
@@ -179,9 +242,9 @@ static inline frozen_rec vt_rec_frozen(const vt_rec *r, uintptr_t address)
                         .birth = vt_rec_birth(r),
                         .site = vt_rec_site(r),
                         .mpath = vt_rec_mpath(r),
-                        .device = (int16_t)r->device,
-                        .api = (uint8_t)r->api,
-                        .kind = (uint8_t)r->kind};
+                        .device = (int16_t)vt_rec_device(r),
+                        .api = (uint8_t)vt_rec_api(r),
+                        .kind = (uint8_t)vt_rec_kind(r)};
 }
 
 /* A chunked array: elements never move, chunks are added as it grows and kept when it
