@@ -6,12 +6,18 @@ take most of a step (the hooks' share is then at its largest). Prints the best o
 steps, in milliseconds of the process's CPU time per step (other tenants of a loaded machine do
 not add to it, as they add to wall time).
 
-    module_step.py [STANDIN_DIR]
+    module_step.py [--paired] [STANDIN_DIR]
 
 With STANDIN_DIR (run with STANDIN_HOST_BACKED=1), every module call's output is copied into a
 new allocation of the stand-in's host-backed device memory (its libcudart.so.13 there), as on a
 GPU, where each call's output is new device memory: the module-path hooks then give every output
 its backward hook, and backward runs each of them.
+
+With --paired (under vramtap, module paths on): blocks of 10 steps with module paths and of 10
+without (the module-call wrapper made without them, and the library told no wrapper's frames),
+alternately, 60 pairs; prints the lower quartile of the steps with paths and its difference to
+that of the others, in milliseconds: the paths' own cost, both sets taken under the same load.
+The backward wrapper counts backward calls for the paths in both.
 """
 
 import ctypes
@@ -21,6 +27,13 @@ import time
 import weakref
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paired import paired  # noqa: E402
+
+PAIRED = sys.argv[1:2] == ["--paired"]
+if PAIRED:
+    del sys.argv[1]
 
 torch.manual_seed(0)
 torch.set_num_threads(1)  # one core: the figure should not depend on what else the machine runs
@@ -127,8 +140,34 @@ def step():
     opt.step()
 
 
+def paths_switch():
+    """A function that turns module paths on (True) or off (False)."""
+    vt = sys.modules.get("vramtap_torch")
+    paths = getattr(vt, "_paths", None)
+    if paths is None:
+        sys.exit("--paired: run it under vramtap, with module paths")
+    on = torch.nn.Module.__call__
+    vt._paths = None
+    vt._install_forward(torch, vt._compiling_probe(torch))
+    vt._paths = paths
+    off = torch.nn.Module.__call__
+    vt._wrappers[0] = on
+    frames = (on.__code__, torch.autograd.backward.__code__) if paths.frames else None
+
+    def use(flag):
+        torch.nn.Module.__call__ = on if flag else off
+        if frames:
+            paths.watch(*(frames if flag else (None, None)))
+
+    return use
+
+
 for _ in range(5):
     step()
+if PAIRED:
+    with_paths, without = paired(step, paths_switch(), 60)
+    print("%.3f %.3f" % (with_paths * 1e3, (with_paths - without) * 1e3))
+    sys.exit(0)
 best = None
 for _ in range(7):
     t = time.process_time()

@@ -19,11 +19,14 @@ without hooks set torch's table of them aside (a private name; without it the op
 run in both steps of a pair, and the line says so).
 """
 
+import os
 import statistics
 import sys
-import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paired import paired, timed_steps  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -40,16 +43,6 @@ def step():
     loss = torch.nn.functional.cross_entropy(model(x), y)
     loss.backward()
     opt.step()
-
-
-def timed_steps(n):
-    """The CPU time of each of n steps, in seconds."""
-    times = []
-    for _ in range(n):
-        t = time.process_time()
-        step()
-        times.append(time.process_time() - t)
-    return times
 
 
 def hooks_switch():
@@ -82,29 +75,17 @@ def hooks_switch():
     return use, bool(tables) or len(places) == 4
 
 
-def paired(pairs, block=10, settle=2):
-    """Blocks of steps with and without the hooks, alternately: turning them sets attributes of
-    classes, which makes Python look up and specialise their callers again, so the first steps
-    of a block are left out. The figure compares the lower quartiles of the two sets of steps:
-    a step's CPU time is spread by what other tenants do to the caches, and (tried with the
-    hooks on in both) the quartiles of two sets agree within 5 us where the medians of the
-    blocks' differences stray by 15."""
+def print_paired(pairs):
     use, optimizer_too = hooks_switch()
-    steps = {True: [], False: []}
-    for i in range(pairs):
-        for on in ((True, False) if i % 2 else (False, True)):
-            use(on)
-            steps[on] += timed_steps(block)[settle:]
-    use(True)
-    quartile = {on: sorted(t)[len(t) // 4] for on, t in steps.items()}
-    print("%.1f %.1f%s" % (quartile[True] * 1e6, (quartile[True] - quartile[False]) * 1e6,
+    hooked, without = paired(step, use, pairs)
+    print("%.1f %.1f%s" % (hooked * 1e6, (hooked - without) * 1e6,
                            "" if optimizer_too else " (the optimizer's hooks in both)"))
 
 
 for _ in range(30):
     step()
 if sys.argv[1:2] == ["--paired"]:
-    paired(int(sys.argv[2]) if len(sys.argv) > 2 else 200)
+    print_paired(int(sys.argv[2]) if len(sys.argv) > 2 else 200)
     sys.exit(0)
-times = timed_steps(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+times = timed_steps(step, int(sys.argv[1]) if len(sys.argv) > 1 else 200)
 print("%.1f %.1f" % (min(times) * 1e6, statistics.median(times) * 1e6))

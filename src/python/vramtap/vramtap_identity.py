@@ -106,6 +106,7 @@ _module_tensors, _params, _main_grad_params, _stale, _refreshes = [], [], [], Tr
 _looking = None  # the look under way (_look), one slice per refresh
 _new_optimizer = False  # one not described in the run record yet
 _steps = 0  # optimizer steps
+_described = None  # the settings _record_optimizers described last
 _DONE = object()
 # The tensors a refresh found, by category, for the library; empty between refreshes.
 _found = ([], [], [])
@@ -474,8 +475,20 @@ def note_optimizer(opt):
 
 
 def _record_optimizers():
+    """Describes the optimizers' settings that matter for memory, when they changed: comparing
+    them costs a tenth of describing them."""
+    global _described
+    opts = list(_optimizers)
+    settings_now = [(type(opt), [[group.get(key, _DONE) for key in _MEMORY_SETTINGS]
+                                 for group in opt.param_groups]) for opt in opts]
+    try:
+        if settings_now == _described:
+            return
+    except Exception:  # a setting that does not compare as a bool (a tensor): describe again
+        pass
+    _described = settings_now
     described = []
-    for opt in list(_optimizers):
+    for opt in opts:
         settings = []
         for key in _MEMORY_SETTINGS:
             values = []

@@ -65,7 +65,10 @@ class Paths:
         self._watch.restype = ctypes.c_int
         self.frames = False  # the library reads the module of an allocation from its frames
         self._tensor = tensor_type
-        self._ids = {}  # id(module) -> (weak reference, path id)
+        # id(module) -> path id, for as long as the module lives: the weak reference (by the same
+        # id) takes its entry out when it dies, before another object can have its address
+        self._pids = {}
+        self._refs = {}
         self._names = {0: ""}  # path id -> path
         self._enter_backward = {}  # path id -> the hook that makes it current
         self.backward = 0  # backward calls running, all threads together
@@ -79,28 +82,24 @@ class Paths:
     def watch(self, module_call, backward_call):
         """Gives the library the code of the module-call wrapper and of the backward wrapper;
         from then on, where it reads Python frames, nested calls need not enter."""
-        self.frames = self._watch(id(module_call),
-                                  None if backward_call is None else id(backward_call)) == 1
+        self.frames = self._watch(*(None if code is None else id(code)
+                                    for code in (module_call, backward_call))) == 1
 
     def _keep(self, module, pid):
         key = id(module)
-        self._ids[key] = (weakref.ref(module, lambda _, key=key: self._forget(key)), pid)
+        self._refs[key] = weakref.ref(module, lambda _, key=key: self._forget(key))
+        self._pids[key] = pid
         self._bind(key, pid)
         return pid
 
     def _forget(self, key):
-        self._ids.pop(key, None)
+        self._pids.pop(key, None)
+        self._refs.pop(key, None)
         self._unbind(key)
-
-    def _known(self, module):
-        entry = self._ids.get(id(module))
-        if entry is not None and entry[0]() is module:
-            return entry[1]
-        return None
 
     def enter_root(self, module):
         """Makes the outermost call's module current; returns the value to put back."""
-        pid = self._known(module)
+        pid = self._pids.get(id(module))
         if pid is None:
             # The root names every module under it, also those another root named before: the
             # bigger model gives the longer, more telling paths.
@@ -108,17 +107,14 @@ class Paths:
             for name, m in module.named_modules():
                 pid_m = self._path_id(name or root_name)
                 self._keep(m, pid_m)
-            pid = self._known(module) or 0
+            pid = self._pids.get(id(module), 0)
         return self._make_current(pid)
 
     def enter(self, module):
         """The same for a call nested in another module's; returns the value to put back and
-        the id made current. Every module call runs it: _known and _make_current are written
-        out here."""
-        entry = self._ids.get(id(module))
-        if entry is not None and entry[0]() is module:
-            pid = entry[1]
-        else:
+        the id made current. Every module call runs it: _make_current is written out here."""
+        pid = self._pids.get(id(module))
+        if pid is None:
             # Not registered under the root (a module kept in a plain list, or made during the
             # forward): named by its class under the module that called it.
             parent = self._names.get(self.cell.value & ~RECOMPUTED, "")
@@ -148,7 +144,7 @@ class Paths:
             return
         hook = self._enter_backward.get(pid) or self._backward_hook(pid)
         if isinstance(out, self._tensor):
-            self._hook(out, hook)
+            _hook(out, hook)
             return
         if isinstance(out, dict):
             out = out.values()
@@ -156,37 +152,12 @@ class Paths:
             return
         for t in out:
             if isinstance(t, self._tensor):
-                self._hook(t, hook)
+                _hook(t, hook)
 
     def hook_module_outputs(self, module, out):
         """hook_outputs for a nested call whose module the library reads from its frame."""
-        entry = self._ids.get(id(module))
-        if entry is not None and entry[0]() is module:
-            self.hook_outputs(out, entry[1])
-        else:
-            self.hook_outputs(out, self._here())
-
-    @staticmethod
-    def _hook(t, hook):
-        """What Tensor.register_hook does, without the handle it makes (a third of a module
-        call's cost here); register_hook where PyTorch's internals differ. A tensor with hooks
-        already has ours (or the program's: its backward then keeps the path before)."""
-        if t._backward_hooks is not None:
-            return
-        node = t.grad_fn  # None: no backward (no grad, or a leaf)
-        if node is None:
-            return
-        try:
-            hooks = _Hooks()
-            hooks[_KEY] = hook
-            t._backward_hooks = hooks
-            node._register_hook_dict(t)
-        except (AttributeError, TypeError, RuntimeError):
-            try:
-                t._backward_hooks = None
-                t.register_hook(hook)
-            except (AttributeError, TypeError, RuntimeError):  # takes no hook
-                pass
+        pid = self._pids.get(id(module))
+        self.hook_outputs(out, self._here() if pid is None else pid)
 
     def _backward_hook(self, pid):
         cell = self.cell
@@ -208,6 +179,28 @@ class Paths:
         self.backward -= 1
         self._backward_cell.value = self.backward
         self.cell.value = prev
+
+
+def _hook(t, hook):
+    """What Tensor.register_hook does, without the handle it makes (a third of a module call's
+    cost here); register_hook where PyTorch's internals differ. A tensor with hooks already has
+    ours (or the program's: its backward then keeps the path before)."""
+    if t._backward_hooks is not None:
+        return
+    node = t.grad_fn  # None: no backward (no grad, or a leaf)
+    if node is None:
+        return
+    try:
+        hooks = _Hooks()
+        hooks[_KEY] = hook
+        t._backward_hooks = hooks
+        node._register_hook_dict(t)
+    except (AttributeError, TypeError, RuntimeError):
+        try:
+            t._backward_hooks = None
+            t.register_hook(hook)
+        except (AttributeError, TypeError, RuntimeError):  # takes no hook
+            pass
 
 
 def make(lib, torch):
