@@ -59,6 +59,10 @@ typedef struct {
     int (*DictSetItemString)(py_object *, const char *, py_object *);
     py_object *(*DictGetItemString)(py_object *, const char *);
     py_object *(*GetBuiltins)(void);
+    py_object *(*LongFromLong)(long);
+    char *(*BytesAsString)(py_object *);
+    void *(*SaveThread)(void);
+    void (*RestoreThread)(void *);
     py_object *none;
     void *FunctionType, *MethodType, *CodeType, *UnicodeType;
 } py_api;
@@ -67,6 +71,9 @@ typedef struct {
  * returns the globals (a new reference), or NULL after clearing the error. */
 VT_HIDDEN py_object *vt_pystack_run(const char *src, const char *const *names,
                                     py_object *const *values, int n);
+
+/* With the GIL held: the C API of the process's CPython (3.9 or later), or NULL. */
+VT_HIDDEN const py_api *vt_pystack_api(void);
 
 /* Zeroed memory for the calling thread, registered under `key` (whose destructor frees it). */
 VT_HIDDEN void *vt_pystack_thread_data(pthread_key_t key, size_t size);

@@ -77,6 +77,10 @@ static const struct {
     SYM(DictSetItemString, "PyDict_SetItemString", NULL, 0),
     SYM(DictGetItemString, "PyDict_GetItemString", NULL, 0),
     SYM(GetBuiltins, "PyEval_GetBuiltins", NULL, 0),
+    SYM(LongFromLong, "PyLong_FromLong", NULL, 0),
+    SYM(BytesAsString, "PyBytes_AsString", NULL, 0),
+    SYM(SaveThread, "PyEval_SaveThread", NULL, 0),
+    SYM(RestoreThread, "PyEval_RestoreThread", NULL, 0),
     SYM(none, "_Py_NoneStruct", NULL, 0),
     SYM(FunctionType, "PyFunction_Type", NULL, 0),
     SYM(MethodType, "PyMethod_Type", NULL, 0),
@@ -740,6 +744,14 @@ static int resolve(void)
     return py_version >= 0x0309;
 }
 
+const py_api *vt_pystack_api(void)
+{
+    static int resolved; /* 0: not yet, 1: found, -1: no CPython 3.9 or later */
+    if (!resolved)
+        resolved = resolve() ? 1 : -1;
+    return resolved > 0 ? &py : NULL;
+}
+
 /* What stays for the life of the process, made at the first install. */
 static const char *prepare(void)
 {
@@ -865,7 +877,7 @@ int vramtap_python_install(void)
         return VT_PY_OFF;
     if (state < 0)
         return VT_PY_FAILED;
-    if (!state && !resolve()) {
+    if (!state && !vt_pystack_api()) {
         state = -1;
         vt_log("no Python frames: no CPython 3.9 or later found in the process");
         return VT_PY_FAILED;
