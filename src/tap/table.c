@@ -98,7 +98,8 @@ int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n)
     return 0;
 }
 
-/* Records [0, end) have been handed out; free ones are chained through their id_low. */
+/* Records [0, end) have been handed out; free ones are chained through their seq_low (their
+ * id stays 0: no event of the history names them). */
 static struct {
     vt_chunks c;
     uint32_t end;
@@ -125,7 +126,7 @@ static uint32_t rec_new(void)
 {
     uint32_t i = A.free;
     if (i) {
-        A.free = rec_at(i - 1)->id_low;
+        A.free = rec_at(i - 1)->seq_low;
         return i;
     }
     if (A.end == UINT32_MAX - 1 || vt_chunks_reserve(&A.c, sizeof(vt_rec), A.end + 1))
@@ -138,7 +139,7 @@ static void rec_free(uint32_t i, int keep_labels)
     vt_rec *r = rec_at(i);
     if (vt_rec_labelled(r) && !keep_labels)
         vt_identity_forget_locked(r);
-    *r = (vt_rec){.id_low = A.free};
+    *r = (vt_rec){.seq_low = A.free};
     A.free = i + 1;
 }
 

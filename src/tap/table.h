@@ -76,7 +76,7 @@ extern VT_HIDDEN vt_era vt_eras[VT_MAX_ERAS];
 typedef struct vt_rec {
     uintptr_t key;            /* device address, host address, or VMM handle; 0: a free slot */
     uint64_t time;            /* the birth's, in ticks */
-    uint32_t seq_low, id_low; /* a free record: id_low is the next free one's index + 1 */
+    uint32_t seq_low, id_low; /* a free record: seq_low is the next free one's index + 1 */
     uint64_t size_era;        /* size's low bits, then the era */
     uint64_t when;            /* step's and instance's low bits, site, phase, kind */
     uint64_t what;            /* history index, module path, device, API, labelled */
