@@ -15,7 +15,7 @@ static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead)
         fz->identity = NULL;
     }
     frozen_rec *f = &fz->recs[fz->nrecs++];
-    *f = vt_rec_frozen(r, dead ? dead->address : vt_rec_address(r));
+    vt_rec_freeze(f, r, dead ? dead->address : vt_rec_address(r));
     if (dead) {
         f->death = dead->death;
         f->dead = 1;

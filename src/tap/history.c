@@ -334,7 +334,8 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
         e->death = pack(death);
         added(w, SHORT_FREE, death->time);
     } else {
-        frozen_rec a = vt_rec_frozen(r, vt_rec_address(r));
+        frozen_rec a;
+        vt_rec_freeze(&a, r, vt_rec_address(r));
         hev *e = put_allocation(at, &a, WHOLE_FREE);
         e->h.flags |= flags;
         e->death = pack(death);

@@ -233,18 +233,22 @@ typedef struct {
     uint8_t api, kind, dead;
 } frozen_rec;
 
-/* r as a file shows it alive, at `address` (vt_rec_address's, or the peak's copy's). */
-static inline frozen_rec vt_rec_frozen(const vt_rec *r, uintptr_t address)
+/* *f: r as a file shows it alive, at `address` (vt_rec_address's, or the peak's copy's).
+ * Field by field into its place: a whole struct made aside and copied was read back over the
+ * pieces just stored, which stalls the processor (a million records at exit). */
+static inline void vt_rec_freeze(frozen_rec *f, const vt_rec *r, uintptr_t address)
 {
-    return (frozen_rec){.id = vt_rec_id(r),
-                        .size = vt_rec_size(r),
-                        .address = address,
-                        .birth = vt_rec_birth(r),
-                        .site = vt_rec_site(r),
-                        .mpath = vt_rec_mpath(r),
-                        .device = (int16_t)vt_rec_device(r),
-                        .api = (uint8_t)vt_rec_api(r),
-                        .kind = (uint8_t)vt_rec_kind(r)};
+    f->id = vt_rec_id(r);
+    f->size = vt_rec_size(r);
+    f->address = address;
+    f->birth = vt_rec_birth(r);
+    f->death = (vt_mark){0};
+    f->site = vt_rec_site(r);
+    f->mpath = vt_rec_mpath(r);
+    f->device = (int16_t)vt_rec_device(r);
+    f->api = (uint8_t)vt_rec_api(r);
+    f->kind = (uint8_t)vt_rec_kind(r);
+    f->dead = 0;
 }
 
 /* A chunked array: elements never move, chunks are added as it grows and kept when it
