@@ -147,6 +147,7 @@ def paths_switch():
     if paths is None:
         sys.exit("--paired: run it under vramtap, with module paths")
     on = torch.nn.Module.__call__
+    torch.nn.Module.__call__ = on.__wrapped__  # the wrapper made next wraps torch's own
     vt._paths = None
     vt._install_forward(torch, vt._compiling_probe(torch))
     vt._paths = paths
