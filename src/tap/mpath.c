@@ -158,9 +158,14 @@ static uint32_t bound_id(const void *module)
     return id;
 }
 
+_Atomic int vt_mpath_watching;
+
 VT_EXPORT int vramtap_module_watch(const void *module_call, const void *backward_call)
 {
-    return vt_pyframes_watch(module_call, backward_call);
+    if (!vt_pyframes_watch(module_call, backward_call))
+        return 0;
+    atomic_store_explicit(&vt_mpath_watching, 1, memory_order_relaxed);
+    return 1;
 }
 
 /* Appends `.name` (or `name` at the start) to path[*len], cut short where it does not fit. */
@@ -206,7 +211,7 @@ static uint32_t unbound_id(void)
     return vramtap_module_path(path);
 }
 
-void vt_mpath_look(void)
+void vt_mpath_look_frames(void)
 {
     const void *module;
     vt_mpath_looked = 0;

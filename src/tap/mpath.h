@@ -31,7 +31,16 @@ extern VT_EXPORT _Atomic uint32_t vramtap_module_backward;
  * books' lock: 1 << 32 | its id, or 0 when no such frame runs (the cell holds the module then:
  * the backward's, or none). */
 extern VT_HIDDEN VT_TLS uint64_t vt_mpath_looked;
-VT_HIDDEN void vt_mpath_look(void);
+/* Set once the hooks gave their wrapper's code (vramtap_module_watch): a program without them
+ * (no Python, or frames followed) pays one load per allocation, not a call. */
+extern VT_HIDDEN _Atomic int vt_mpath_watching;
+VT_HIDDEN void vt_mpath_look_frames(void);
+
+static inline void vt_mpath_look(void)
+{
+    if (atomic_load_explicit(&vt_mpath_watching, memory_order_relaxed))
+        vt_mpath_look_frames();
+}
 
 /* The path of an allocation being recorded (state lock held), which it counts. */
 static inline uint32_t vt_mpath_birth(void)
