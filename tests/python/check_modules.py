@@ -58,6 +58,8 @@ def nonzero(cats):
 def check_bill(variant, expect, dev, leaves=LEAVES):
     check(dev["peak_bytes"] == expect["peak_bytes"], variant + ": the peak",
           "%d, expected %d" % (dev["peak_bytes"], expect["peak_bytes"]))
+    check(expect["output_hooks"] == [2, 2], variant + ": the program's hook beside vramtap's",
+          expect["output_hooks"])
     rows = rows_by_path(dev)
     for path in leaves:
         want = expect["modules"].get(path, {"bytes": 0, "categories": {}, "saved_for_backward": 0,
