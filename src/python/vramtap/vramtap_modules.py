@@ -64,6 +64,12 @@ class Paths:
         self._watch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self._watch.restype = ctypes.c_int
         self.frames = False  # the library reads the module of an allocation from its frames
+        try:
+            self._make_hook = ctypes.PyDLL(lib._name).vramtap_python_module_hook
+            self._make_hook.argtypes = [ctypes.c_uint]
+            self._make_hook.restype = ctypes.py_object
+        except (AttributeError, OSError):
+            self._make_hook = None
         self._tensor = tensor_type
         # id(module) -> path id, for as long as the module lives: the weak reference (by the same
         # id) takes its entry out when it dies, before another object can have its address
@@ -160,13 +166,18 @@ class Paths:
         self.hook_outputs(out, self._here() if pid is None else pid)
 
     def _backward_hook(self, pid):
-        cell = self.cell
+        """The tensor hook that makes path pid current: a builtin of the library (it costs no
+        frame), or a Python function with an older library."""
+        try:
+            hook = self._make_hook(pid)
+        except (TypeError, ValueError):  # an older library, or no CPython API
+            cell = self.cell
 
-        def now_in_backward_of(_grads):
-            cell.value = pid
+            def hook(_grads):
+                cell.value = pid
 
-        self._enter_backward[pid] = now_in_backward_of
-        return now_in_backward_of
+        self._enter_backward[pid] = hook
+        return hook
 
     def backward_begins(self):
         self.backward += 1
