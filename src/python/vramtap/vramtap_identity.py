@@ -449,9 +449,10 @@ def note_forward(module, args, kwargs):
     _refresh()
 
 
-def note_backward(delta):
-    """A backward call begins (+1) or ends (-1). Only outermost calls are micro-batches: the
-    backward of a checkpointed segment runs one inside the other's."""
+def note_backward(delta, _begun=None):
+    """A backward call begins (+1) or ends (-1; _begun: what the begin returned, None). Only
+    outermost calls are micro-batches: the backward of a checkpointed segment runs one inside
+    the other's."""
     global _backward_depth, _backwards_since_step
     with _lock:
         _backward_depth += delta

@@ -294,8 +294,7 @@ def _phase_wrapper(fn, name, compiling, note=None):
     def wrapper(*args, **kwargs):
         if compiling and compiling():
             return fn(*args, **kwargs)
-        if note is not None:
-            note(1)
+        begun = note(1) if note is not None else None
         _begin(name)
         try:
             return fn(*args, **kwargs)
@@ -305,7 +304,7 @@ def _phase_wrapper(fn, name, compiling, note=None):
         finally:
             _end(name)
             if note is not None:
-                note(-1)
+                note(-1, begun)
 
     return wrapper
 
@@ -315,13 +314,13 @@ def _install_backward(torch, compiling):
     autograd = torch.autograd
     note = vramtap_identity.note_backward
     if _paths is not None:
-        # A list per thread: backward calls nest (the backward of a checkpointed segment).
-        def note(delta, _identity=note, _local=threading.local()):
+        # note(1) returns what note(-1, begun) puts back: backward calls nest (the backward of a
+        # checkpointed segment), each wrapper's frame keeps its own.
+        def note(delta, begun=None, _identity=note):
             _identity(delta)
             if delta > 0:
-                _local.__dict__.setdefault("prev", []).append(_paths.backward_begins())
-            else:
-                _paths.backward_ends(_local.prev.pop())
+                return _paths.backward_begins()
+            _paths.backward_ends(begun)
     autograd.backward = _phase_wrapper(autograd.backward, b"backward", compiling, note)
     _wrappers[1] = autograd.backward
     autograd.grad = _phase_wrapper(autograd.grad, b"backward", compiling, note)
