@@ -77,83 +77,56 @@ VT_EXPORT unsigned int vramtap_module_enter(unsigned int id)
 VT_TLS uint64_t vt_mpath_looked;
 _Atomic uint32_t vramtap_module_backward;
 
-/* Module objects the hooks named, by address: open addressing, guarded by VT_LOCK_MPATHS. A key
- * of 0 is a free slot, 1 one whose module died (objects are never at odd addresses). */
+/* Module objects the hooks named, by address (guarded by VT_LOCK_MPATHS). */
 typedef struct {
-    uintptr_t module;
+    UT_hash_handle hh;
+    const void *module;
     uint32_t id;
 } bound;
 static bound *bounds;
-static uint32_t bounds_cap, bounds_used; /* used: named and dead slots */
-#define DEAD ((uintptr_t)1)
-
-static uint32_t bound_slot(const bound *t, uint32_t cap, uintptr_t module)
-{
-    uint32_t i = (uint32_t)(((module >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
-    while (t[i].module && t[i].module != module)
-        i = (i + 1) & (cap - 1);
-    return i;
-}
-
-/* Room for one more (lock held); 0 when memory ran out. Dead slots go at each rehash. */
-static int bounds_room(void)
-{
-    if ((bounds_used + 1) * 4 <= bounds_cap * 3)
-        return 1;
-    uint32_t live = 0;
-    for (uint32_t i = 0; i < bounds_cap; i++)
-        live += bounds[i].module > DEAD;
-    uint32_t cap = bounds_cap ? bounds_cap : 256;
-    while ((live + 1) * 2 > cap)
-        cap *= 2;
-    bound *t = calloc(cap, sizeof *t);
-    if (!t)
-        return 0;
-    for (uint32_t i = 0; i < bounds_cap; i++)
-        if (bounds[i].module > DEAD)
-            t[bound_slot(t, cap, bounds[i].module)] = bounds[i];
-    free(bounds);
-    bounds = t;
-    bounds_cap = cap;
-    bounds_used = live;
-    return 1;
-}
 
 VT_EXPORT int vramtap_module_bind(const void *module, unsigned int id)
 {
-    uintptr_t key = (uintptr_t)module;
-    if (key <= DEAD || !id)
+    if (!module || !id)
         return -1;
-    int ok = 0;
+    bound *b = malloc(sizeof *b), *old;
+    if (!b)
+        return -1;
+    *b = (bound){.module = module, .id = id};
+    int ok = 1;
     vt_lock_take(VT_LOCK_MPATHS);
-    if (bounds_room()) {
-        bound *b = &bounds[bound_slot(bounds, bounds_cap, key)];
-        bounds_used += !b->module;
-        *b = (bound){key, id};
-        ok = 1;
+    HASH_FIND_PTR(bounds, &module, old);
+    if (old) {
+        old->id = id;
+    } else {
+        vt_hash_oom = 0;
+        HASH_ADD_PTR(bounds, module, b);
+        ok = !vt_hash_oom;
+        if (ok)
+            b = NULL;
     }
     vt_lock_give(VT_LOCK_MPATHS);
+    free(b);
     return ok ? 0 : -1;
 }
 
 VT_EXPORT void vramtap_module_unbind(const void *module)
 {
-    uintptr_t key = (uintptr_t)module;
+    bound *b;
     vt_lock_take(VT_LOCK_MPATHS);
-    if (bounds_cap && key > DEAD) {
-        bound *b = &bounds[bound_slot(bounds, bounds_cap, key)];
-        if (b->module == key)
-            *b = (bound){DEAD, 0};
-    }
+    HASH_FIND_PTR(bounds, &module, b);
+    if (b)
+        HASH_DEL(bounds, b);
     vt_lock_give(VT_LOCK_MPATHS);
+    free(b);
 }
 
 static uint32_t bound_id(const void *module)
 {
-    uint32_t id = 0;
+    bound *b;
     vt_lock_take(VT_LOCK_MPATHS);
-    if (bounds_cap)
-        id = bounds[bound_slot(bounds, bounds_cap, (uintptr_t)module)].id;
+    HASH_FIND_PTR(bounds, &module, b);
+    uint32_t id = b ? b->id : 0;
     vt_lock_give(VT_LOCK_MPATHS);
     return id;
 }
