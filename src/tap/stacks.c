@@ -5,7 +5,6 @@
 #include "json_out.h"
 #include "locks.h"
 #include "modules.h"
-#include "mpath.h"
 #include "pystack.h"
 #include "stacks.h"
 #include "symbols.h"
@@ -121,7 +120,6 @@ static uint32_t intern_recent(const uint64_t *frames, int n_native, int n_py)
 
 uint32_t vt_stack_here(void)
 {
-    vt_mpath_look();
     if (!vt_cfg.stacks)
         return VT_NO_SITE;
     uint64_t frames[VT_MAX_DEPTH * 2];

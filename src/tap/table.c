@@ -610,6 +610,14 @@ static inline __attribute__((always_inline)) void born(uint32_t rec, int era, fr
     b->kind = (uint8_t)kind;
 }
 
+/* Before the lock, for an allocation to be born: its stack, and its module (vt_mpath_birth reads
+ * it under the lock). */
+static inline uint32_t birth_site_here(void)
+{
+    vt_mpath_look();
+    return vt_stack_here();
+}
+
 /* A new record in `ix` (its index + 1) born as *b, or 0 (counted as dropped) when memory ran
  * out. */
 static uint32_t insert(books_index *ix, frozen_rec *b, uintptr_t key, vt_api api, vt_kind kind,
@@ -714,7 +722,7 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     uint32_t h = key_hash(addr);
     prefetch_slot(h);
     vt_coverage_interposed(api, size);
-    uint32_t site = vt_stack_here();
+    uint32_t site = birth_site_here();
     int flags = 0, in_range = device_in_range(device);
     vt_history_prepare();
     vt_books_prepare();
@@ -759,7 +767,7 @@ static int host_drop(uintptr_t addr)
 void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
 {
     vt_coverage_interposed(api, size);
-    uint32_t site = vt_stack_here();
+    uint32_t site = birth_site_here();
     vt_books_prepare();
     vt_lock();
     host_drop(addr);
@@ -881,7 +889,7 @@ static void vmm_maybe_free(vmm_extra *e)
 void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
 {
     vt_coverage_interposed(VT_API_cuMemCreate, size);
-    uint32_t site = vt_stack_here();
+    uint32_t site = birth_site_here();
     int in_range = device_in_range(device);
     vmm_extra *e = malloc(sizeof *e);
     vt_history_prepare();
