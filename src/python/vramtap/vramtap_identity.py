@@ -479,9 +479,8 @@ def _record_optimizers():
     """Describes the optimizers' settings that matter for memory, when they changed: comparing
     them costs a tenth of describing them."""
     global _described
-    opts = list(_optimizers)
     settings_now = [(type(opt), [[group.get(key, _DONE) for key in _MEMORY_SETTINGS]
-                                 for group in opt.param_groups]) for opt in opts]
+                                 for group in opt.param_groups]) for opt in list(_optimizers)]
     try:
         if settings_now == _described:
             return
@@ -489,16 +488,16 @@ def _record_optimizers():
         pass
     _described = settings_now
     described = []
-    for opt in opts:
+    for cls, groups in settings_now:
         settings = []
-        for key in _MEMORY_SETTINGS:
+        for i, key in enumerate(_MEMORY_SETTINGS):
             values = []
-            for group in opt.param_groups:
-                if key in group and group[key] not in values:
-                    values.append(group[key])
+            for group in groups:
+                if group[i] is not _DONE and group[i] not in values:
+                    values.append(group[i])
             if values:
                 settings.append("%s=%s" % (key, "/".join(str(v) for v in values)))
-        text = type(opt).__name__
+        text = cls.__name__
         described.append(text + (" (%s)" % ", ".join(settings) if settings else ""))
     if described:
         _set("optimizer", "; ".join(sorted(described)))

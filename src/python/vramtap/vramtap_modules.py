@@ -30,6 +30,8 @@ import ctypes
 import os
 import weakref
 
+import vramtap_lib
+
 RECOMPUTED = 0x80000000
 # The key of our hook in a tensor's hooks: Tensor.register_hook keys the program's by
 # RemovableHandle ids, which count up from 0.
@@ -65,7 +67,7 @@ class Paths:
         self._watch.restype = ctypes.c_int
         self.frames = False  # the library reads the module of an allocation from its frames
         try:
-            self._make_hook = ctypes.PyDLL(lib._name).vramtap_python_module_hook
+            self._make_hook = vramtap_lib.library(ctypes.PyDLL).vramtap_python_module_hook
             self._make_hook.argtypes = [ctypes.c_uint]
             self._make_hook.restype = ctypes.py_object
         except (AttributeError, OSError):
