@@ -466,6 +466,7 @@ __attribute__((constructor)) static void vt_init(void)
         vt_cfg.disabled = 1;
         return;
     }
+    vt_locks_init();
     vt_cfg.debug = env_int("VRAMTAP_DEBUG", 0, 0, 9);
     vt_cfg.stacks = env_int("VRAMTAP_STACKS", 1, 0, 1);
     vt_cfg.python_stacks = env_int("VRAMTAP_PYTHON_STACKS", 1, 0, 2);
@@ -511,4 +512,5 @@ __attribute__((destructor)) static void vt_fini(void)
     vt_snapshot_write_exit();
     vt_notice_exit();
     vt_coverage_exit();
+    vt_locks_debug();
 }

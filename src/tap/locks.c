@@ -1,6 +1,8 @@
 #include <errno.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,6 +10,19 @@
 #include "locks.h"
 
 VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
+VT_HIDDEN VT_TLS int vt_lock_slot;
+VT_HIDDEN _Alignas(64) atomic_int vt_lock_owner[VT_LOCK_COUNT];
+VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS];
+VT_HIDDEN _Alignas(64) int vt_lock_run_slot[VT_LOCK_COUNT];
+VT_HIDDEN unsigned vt_lock_run[VT_LOCK_COUNT];
+
+/* Whether locks may be biased: membarrier() registered (vt_locks_init); cleared for good if it
+ * ever fails. */
+static atomic_int bias_ok;
+/* The numbers handed out to threads so far. */
+static atomic_int slots_given;
+/* How often each lock was biased and revoked, for VRAMTAP_DEBUG. */
+static atomic_uint grants[VT_LOCK_COUNT], revokes[VT_LOCK_COUNT];
 
 #ifdef VT_LOCK_CHECK
 static const char *const names[VT_LOCK_COUNT] = {"driver",  "pylocs", "stacks", "modules",
@@ -80,6 +95,86 @@ void vt_lock_wake(vt_lock_id id)
     errno = saved;
 }
 
+/* Waits, holding the word, for `owner` to leave the lock it was biased to. Its flag is set
+ * for a few dozen instructions, unless its thread was preempted inside. */
+static void wait_outside(vt_lock_id id, int owner)
+{
+    atomic_uchar *inside = &vt_lock_inside[owner].in[id];
+    const struct timespec pause = {0, 20000};
+    for (int i = 0; atomic_load_explicit(inside, memory_order_acquire); i++) {
+        if (i < SPINS)
+            cpu_relax();
+        else
+            nanosleep(&pause, NULL);
+    }
+}
+
+/* With the word held: takes the bias from thread `owner`. */
+static void unbias(vt_lock_id id, int owner)
+{
+    atomic_store_explicit(&vt_lock_owner[id], 0, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&revokes[id], 1, memory_order_relaxed);
+    int saved = errno;
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) {
+        /* Registered at start-up, so not expected. Without the barrier the owner may not have
+         * seen the revoke yet: its stores leave a core's buffer in far less than this pause. */
+        atomic_store(&bias_ok, 0);
+        const struct timespec drain = {0, 1000000};
+        nanosleep(&drain, NULL);
+    }
+    wait_outside(id, owner);
+    errno = saved;
+}
+
+void vt_lock_after_word(vt_lock_id id)
+{
+    int me = vt_lock_slot;
+    if (!me) {
+        me = atomic_fetch_add_explicit(&slots_given, 1, memory_order_relaxed) + 1;
+        vt_lock_slot = me = me < VT_LOCK_SLOTS ? me : VT_LOCK_SLOTS;
+    }
+    int owner = atomic_load_explicit(&vt_lock_owner[id], memory_order_relaxed);
+    if (owner)
+        unbias(id, owner);
+    if (me != vt_lock_run_slot[id]) {
+        vt_lock_run_slot[id] = me;
+        vt_lock_run[id] = 0;
+    } else if (vt_lock_run[id] >= VT_LOCK_GRANT_AFTER) {
+        vt_lock_run[id] = 0;
+        /* Seen by the next holder of the word, which revokes it, or by this thread's next
+         * take, which goes in as owner. */
+        if (me < VT_LOCK_SLOTS && atomic_load_explicit(&bias_ok, memory_order_relaxed)) {
+            atomic_store_explicit(&vt_lock_owner[id], me, memory_order_relaxed);
+            atomic_fetch_add_explicit(&grants[id], 1, memory_order_relaxed);
+        }
+    }
+}
+
+/* membarrier()'s private expedited command needs the process registered first. */
+static int membarrier_ready(void)
+{
+    int saved = errno;
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    int ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+             syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    errno = saved;
+    return ok;
+}
+
+void vt_locks_init(void)
+{
+    atomic_store(&bias_ok, membarrier_ready());
+}
+
+void vt_locks_debug(void)
+{
+    if (!atomic_load(&bias_ok) && !atomic_load(&grants[VT_LOCK_STATE]))
+        vt_debug("the books' lock was never biased: no membarrier() here");
+    else
+        vt_debug("the books' lock was biased %u times and revoked %u times",
+                 atomic_load(&grants[VT_LOCK_STATE]), atomic_load(&revokes[VT_LOCK_STATE]));
+}
+
 void vt_lock_pass(vt_lock_id id)
 {
     vt_lock_give(id);
@@ -103,8 +198,13 @@ void vt_locks_after_fork(void)
 
 void vt_locks_after_fork_child(void)
 {
+    /* The child's only thread took every lock before the fork; the other threads, the owners
+     * they were and the flags they may have left up are not in the child. */
+    memset(vt_lock_inside, 0, sizeof vt_lock_inside);
+    atomic_store(&bias_ok, atomic_load(&bias_ok) && membarrier_ready());
     /* The threads that were blocked are not in the child: nobody sleeps on a word. */
     for (int i = VT_LOCK_COUNT - 1; i >= 0; i--) {
+        atomic_store_explicit(&vt_lock_owner[i], 0, memory_order_relaxed);
         atomic_store_explicit(&blocked[i], 0, memory_order_relaxed);
         vt_lock_check_give((vt_lock_id)i);
         atomic_store_explicit(&vt_lock_words[i], 0, memory_order_release);

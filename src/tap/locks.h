@@ -34,14 +34,51 @@ typedef enum {
     VT_LOCK_COUNT
 } vt_lock_id;
 
-/* A lock is a word: 0 free, 1 held, 2 held while a thread may sleep on it (a futex). Taking
- * a free lock and giving one nobody waits for are one atomic instruction each, inline: the
- * books are taken twice per allocation/free pair, and glibc's adaptive mutex cost about 90
- * instructions a pair of calls there (callgrind). */
+/* A lock is a word: 0 free, 1 held, 2 held while a thread may sleep on it (a futex), and a
+ * bias. Taking a free word and giving one nobody waits for are one atomic instruction each,
+ * inline: the books are taken twice per allocation/free pair, and glibc's adaptive mutex cost
+ * about 90 instructions a pair of calls there (callgrind).
+ *
+ * The bias: a thread that takes a lock many times in a row (VT_LOCK_GRANT_AFTER) is made its
+ * owner, and then takes and gives it with no atomic instruction at all: it says it is inside
+ * (its flag in vt_lock_inside), and goes in while it is still the owner. Another thread that
+ * wants the lock takes the word, revokes the bias (owner 0) and waits for the owner's flag to
+ * fall. The owner stores its flag and then loads the owner, the revoker stores the owner and
+ * then loads the flag: each side must see the other's store (Dekker), which takes a full
+ * barrier on each. The owner's side has a compiler barrier only; the revoker's membarrier()
+ * system call makes one happen on every running thread of the process, the owner's included
+ * (the use its manual page gives). Where the kernel has no membarrier, no lock is biased. Even
+ * while it lasts a bias costs a revoke, a system call of about a microsecond, whenever another
+ * thread takes the lock: a thread earns it by a run of takes a thousand times longer. */
 extern VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
+
+/* Biased threads are numbered 1 to VT_LOCK_SLOTS - 1; 0: not numbered yet; VT_LOCK_SLOTS: a
+ * thread past the numbers, never biased. */
+#define VT_LOCK_SLOTS 64
+#define VT_LOCK_GRANT_AFTER 1024
+extern VT_HIDDEN VT_TLS int vt_lock_slot;
+/* Each lock's owner (a thread's number), 0 for none: read at every take, written seldom, on a
+ * cache line of its own. */
+extern VT_HIDDEN _Alignas(64) atomic_int vt_lock_owner[VT_LOCK_COUNT];
+/* A thread's flags, one per lock, set while it is inside as owner; a cache line per thread. */
+typedef struct {
+    _Alignas(64) atomic_uchar in[VT_LOCK_COUNT];
+} vt_lock_flags;
+extern VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS];
+/* The run of takes of the word by one thread, counted by its holder. */
+extern VT_HIDDEN int vt_lock_run_slot[VT_LOCK_COUNT];
+extern VT_HIDDEN unsigned vt_lock_run[VT_LOCK_COUNT];
+
 /* The contended paths: spin a little, then sleep until the holder gives the lock. */
 VT_HIDDEN void vt_lock_wait(vt_lock_id id);
 VT_HIDDEN void vt_lock_wake(vt_lock_id id);
+/* With the word just taken: revokes another thread's bias, numbers this thread, starts or ends
+ * its run of takes (and makes it the owner at the end of one). */
+VT_HIDDEN void vt_lock_after_word(vt_lock_id id);
+/* Once, at start-up: whether locks may be biased (membarrier() is there). */
+VT_HIDDEN void vt_locks_init(void);
+/* At exit, with VRAMTAP_DEBUG: how often the books' lock was biased and revoked. */
+VT_HIDDEN void vt_locks_debug(void);
 #ifdef VT_LOCK_CHECK
 VT_HIDDEN void vt_lock_check_take(vt_lock_id id);
 VT_HIDDEN void vt_lock_check_give(vt_lock_id id);
@@ -59,15 +96,39 @@ static inline void vt_lock_check_give(vt_lock_id id)
 static inline void vt_lock_take(vt_lock_id id)
 {
     vt_lock_check_take(id);
+    int me = vt_lock_slot;
+    if (me && atomic_load_explicit(&vt_lock_owner[id], memory_order_relaxed) == me) {
+        atomic_uchar *inside = &vt_lock_inside[me].in[id];
+        atomic_store_explicit(inside, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+        if (__builtin_expect(atomic_load_explicit(&vt_lock_owner[id], memory_order_acquire) == me,
+                             1))
+            return;
+        atomic_store_explicit(inside, 0, memory_order_release);
+    }
     int free_word = 0;
     if (!atomic_compare_exchange_strong_explicit(&vt_lock_words[id], &free_word, 1,
                                                  memory_order_acquire, memory_order_relaxed))
         vt_lock_wait(id);
+    if (!me || atomic_load_explicit(&vt_lock_owner[id], memory_order_relaxed)) {
+        vt_lock_after_word(id);
+    } else if (me != vt_lock_run_slot[id]) {
+        vt_lock_run_slot[id] = me;
+        vt_lock_run[id] = 0;
+    } else if (++vt_lock_run[id] >= VT_LOCK_GRANT_AFTER) {
+        vt_lock_after_word(id);
+    }
 }
 
 static inline void vt_lock_give(vt_lock_id id)
 {
     vt_lock_check_give(id);
+    int me = vt_lock_slot;
+    if (me && me < VT_LOCK_SLOTS &&
+        atomic_load_explicit(&vt_lock_inside[me].in[id], memory_order_relaxed)) {
+        atomic_store_explicit(&vt_lock_inside[me].in[id], 0, memory_order_release);
+        return;
+    }
     if (atomic_exchange_explicit(&vt_lock_words[id], 0, memory_order_release) == 2)
         vt_lock_wake(id);
 }
