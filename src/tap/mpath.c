@@ -121,13 +121,20 @@ VT_EXPORT void vramtap_module_unbind(const void *module)
     free(b);
 }
 
-static uint32_t bound_id(const void *module)
+/* The path id the hooks bound to the first of modules[0, n) they named, under one lock; its
+ * index in *at (n where they named none). */
+static uint32_t first_bound(const void *const *modules, int n, int *at)
 {
-    bound *b;
+    uint32_t id = 0;
+    int i = 0;
     vt_lock_take(VT_LOCK_MPATHS);
-    HASH_FIND_PTR(bounds, &module, b);
-    uint32_t id = b ? b->id : 0;
+    for (; i < n && !id; i++) {
+        bound *b;
+        HASH_FIND_PTR(bounds, &modules[i], b);
+        id = b ? b->id : 0;
+    }
     vt_lock_give(VT_LOCK_MPATHS);
+    *at = id ? i - 1 : n;
     return id;
 }
 
@@ -151,17 +158,46 @@ static void path_append(char *path, size_t cap, size_t *len, const char *name)
     path[*len] = 0;
 }
 
+static const void *class_of(const void *obj)
+{
+    const void *type;
+    memcpy(&type, (const char *)obj + VT_PY_OB_TYPE, sizeof type);
+    return type;
+}
+
 /* The class name of module object `obj`, as type(obj).__name__ gives it. Read while its frame
  * runs, so the object and its class are alive. */
 static const char *class_name(const void *obj)
 {
-    const char *type, *name;
+    const char *type = class_of(obj), *name;
     unsigned long flags;
-    memcpy(&type, (const char *)obj + VT_PY_OB_TYPE, sizeof type);
     memcpy(&name, type + VT_PY_TP_NAME, sizeof name);
     memcpy(&flags, type + VT_PY_TP_FLAGS, sizeof flags);
     const char *dot = flags & VT_PY_HEAPTYPE ? NULL : strrchr(name, '.');
     return dot ? dot + 1 : name;
+}
+
+/* The path this thread last made for modules the hooks did not name: the id of the named module
+ * above them, their classes, innermost first, and the path's id. A path is made of the named
+ * module's path and those classes' names, and classes outlive their running instances: the
+ * same classes under the same module make the same path, without building and interning it
+ * again at each allocation. */
+#define LAST_CLASSES 4
+static VT_TLS struct {
+    uint32_t parent, id;
+    int n;
+    const void *classes[LAST_CLASSES];
+} last_unbound;
+
+/* Whether modules[0, n), under path id `parent`, are what last_unbound was made for. */
+static int same_as_last(const void *const *modules, int n, uint32_t parent)
+{
+    if (!last_unbound.id || last_unbound.parent != parent || last_unbound.n != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (last_unbound.classes[i] != class_of(modules[i]))
+            return 0;
+    return 1;
 }
 
 /* A module the hooks did not name (kept in a plain list, or made during the forward) is named
@@ -170,18 +206,27 @@ static const char *class_name(const void *obj)
 static uint32_t unbound_id(void)
 {
     const void *selves[32];
-    int n = vt_pyframes_modules(selves, 32), k = 1;
-    uint32_t parent = 0;
-    while (k < n && !(parent = bound_id(selves[k])))
-        k++;
+    int n = vt_pyframes_modules(selves, 32), k;
+    uint32_t parent = n > 1 ? first_bound(selves + 1, n - 1, &k) : 0;
+    k = parent ? k + 1 : n; /* selves[0, k) are named by their classes */
+    if (same_as_last(selves, k, parent))
+        return last_unbound.id;
     char path[4096];
     size_t len = 0;
     path[0] = 0;
     if (parent && parent <= vt_mpath_count())
         path_append(path, sizeof path, &len, by_id[(parent - 1) / PAGE][(parent - 1) % PAGE]->path);
-    for (int i = (k < n ? k : n) - 1; i >= 0; i--)
+    for (int i = k - 1; i >= 0; i--)
         path_append(path, sizeof path, &len, class_name(selves[i]));
-    return vramtap_module_path(path);
+    uint32_t id = vramtap_module_path(path);
+    if (k <= LAST_CLASSES) {
+        last_unbound.parent = parent;
+        last_unbound.id = id;
+        last_unbound.n = k;
+        for (int i = 0; i < k; i++)
+            last_unbound.classes[i] = class_of(selves[i]);
+    }
+    return id;
 }
 
 void vt_mpath_look_frames(void)
@@ -190,7 +235,8 @@ void vt_mpath_look_frames(void)
     vt_mpath_looked = 0;
     if (vt_pyframes_modules(&module, 1) != 1)
         return;
-    uint32_t id = bound_id(module);
+    int at;
+    uint32_t id = first_bound(&module, 1, &at);
     if (!id)
         id = unbound_id();
     if (id && atomic_load_explicit(&vramtap_module_backward, memory_order_relaxed))

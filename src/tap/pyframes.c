@@ -65,13 +65,21 @@ static inline __attribute__((always_inline)) int rd(int checked, const void *at,
 /* Walks the frames of thread state `ts`, innermost first, into `ring`, wrapping around so that
  * the outermost `cap` stay when there are more. Returns how many frames there were, or -1 when
  * the chain does not read as CPython frames. */
+/* The innermost frame of thread state `ts` into *f (NULL where it runs none): through its
+ * cframe where the layout has one. 0 when a checked read failed. */
+static inline __attribute__((always_inline)) int innermost(int checked, const vt_pylayout *L,
+                                                           const char *ts, const char **f)
+{
+    if (!rd(checked, ts + L->ts_frame, f, sizeof *f))
+        return 0;
+    return !*f || L->cframe_current < 0 || rd(checked, *f + L->cframe_current, f, sizeof *f);
+}
+
 static inline __attribute__((always_inline)) int walk(int checked, const vt_pylayout *L,
                                                       const char *ts, py_site *ring, int cap)
 {
     const char *f;
-    if (!rd(checked, ts + L->ts_frame, &f, sizeof f))
-        return -1;
-    if (f && L->cframe_current >= 0 && !rd(checked, f + L->cframe_current, &f, sizeof f))
+    if (!innermost(checked, L, ts, &f))
         return -1;
     int n = 0;
     for (int hops = 0; f; hops++) {
@@ -307,9 +315,7 @@ int vt_pyframes_modules(const void **selves, int max)
         return 0;
     const void *bcode = atomic_load_explicit(&backward_code, memory_order_relaxed);
     const char *f;
-    memcpy(&f, ts + lay.ts_frame, sizeof f);
-    if (f && lay.cframe_current >= 0)
-        memcpy(&f, f + lay.cframe_current, sizeof f);
+    innermost(0, &lay, ts, &f);
     int n = 0;
     for (int hops = 0; f && n < max && hops < WALK_MAX; hops++) {
         const void *code;
