@@ -4,6 +4,7 @@ Python API (vramtap_torch.phase, step) marks what it says."""
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -35,6 +36,23 @@ for case, body in (("user sitecustomize", ""), ("user sitecustomize importing to
     check(seen.get("sitecustomize") == os.path.join(folder, "sitecustomize.py"),
           case + ": it is the sitecustomize module, as without vramtap", seen)
     check(seen.get("hooked") is True, case + ": hooks installed", seen)
+
+# A second copy of the bootstrap on PYTHONPATH (another install's, or an older build's), before
+# the user's folder: the user's sitecustomize still runs, once, and the hooks are installed; the
+# copies used to run each other's sitecustomize until Python's recursion limit.
+copy = tempfile.mkdtemp(prefix="vt-py-copy-")
+for name in os.listdir(BOOTSTRAP):
+    if name.endswith(".py"):
+        shutil.copy(os.path.join(BOOTSTRAP, name), copy)
+folder = user_site("")
+p, snaps = vramtap_run(PROBE, env=clean_env(PYTHONPATH=copy + ":" + folder))
+seen = seen_by(p)
+check(p.returncode == 0 and "sitecustomize" not in p.stderr and len(snaps) == 1,
+      "a second bootstrap on the path: runs, nothing said of sitecustomize", show(p))
+check(seen.get("user_sitecustomize") == "ran", "a second bootstrap: user sitecustomize ran", seen)
+check(seen.get("sitecustomize") == os.path.join(folder, "sitecustomize.py"),
+      "a second bootstrap: the user's is the sitecustomize module", seen)
+check(seen.get("hooked") is True, "a second bootstrap: hooks installed", seen)
 
 # No vramtap in the process, the bootstrap on PYTHONPATH all the same (a child that dropped
 # LD_PRELOAD): the user's sitecustomize runs, nothing else happens, nothing is said.

@@ -102,8 +102,15 @@ def _run_shadowed():
     import importlib.util
 
     here = os.path.dirname(os.path.realpath(__file__))
-    path = [p for p in sys.path
-            if isinstance(p, str) and os.path.realpath(p or os.curdir) != here]
+
+    # Another copy of this bootstrap on the path (another vramtap install's, or an older
+    # build's) is skipped too: it would set the hooks up again, then look for the one it
+    # shadows and find this one, and so on without end.
+    def bootstrap(p):
+        folder = os.path.realpath(p or os.curdir)
+        return folder == here or os.path.exists(os.path.join(folder, "vramtap_torch.py"))
+
+    path = [p for p in sys.path if isinstance(p, str) and not bootstrap(p)]
     spec = importlib.machinery.PathFinder.find_spec(__name__, path)
     if spec is None:
         return
