@@ -11,7 +11,7 @@
 
 VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
 VT_HIDDEN VT_TLS int vt_lock_slot;
-VT_HIDDEN _Alignas(64) atomic_int vt_lock_owner[VT_LOCK_COUNT];
+VT_HIDDEN vt_lock_owners vt_lock_owner;
 VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS];
 VT_HIDDEN _Alignas(64) int vt_lock_run_slot[VT_LOCK_COUNT];
 VT_HIDDEN unsigned vt_lock_run[VT_LOCK_COUNT];
@@ -112,7 +112,7 @@ static void wait_outside(vt_lock_id id, int owner)
 /* With the word held: takes the bias from thread `owner`. */
 static void unbias(vt_lock_id id, int owner)
 {
-    atomic_store_explicit(&vt_lock_owner[id], 0, memory_order_seq_cst);
+    atomic_store_explicit(&vt_lock_owner.of[id], 0, memory_order_seq_cst);
     atomic_fetch_add_explicit(&revokes[id], 1, memory_order_relaxed);
     int saved = errno;
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) {
@@ -133,7 +133,7 @@ void vt_lock_after_word(vt_lock_id id)
         me = atomic_fetch_add_explicit(&slots_given, 1, memory_order_relaxed) + 1;
         vt_lock_slot = me = me < VT_LOCK_SLOTS ? me : VT_LOCK_SLOTS;
     }
-    int owner = atomic_load_explicit(&vt_lock_owner[id], memory_order_relaxed);
+    int owner = atomic_load_explicit(&vt_lock_owner.of[id], memory_order_relaxed);
     if (owner)
         unbias(id, owner);
     if (me != vt_lock_run_slot[id]) {
@@ -144,7 +144,7 @@ void vt_lock_after_word(vt_lock_id id)
         /* Seen by the next holder of the word, which revokes it, or by this thread's next
          * take, which goes in as owner. */
         if (me < VT_LOCK_SLOTS && atomic_load_explicit(&bias_ok, memory_order_relaxed)) {
-            atomic_store_explicit(&vt_lock_owner[id], me, memory_order_relaxed);
+            atomic_store_explicit(&vt_lock_owner.of[id], me, memory_order_relaxed);
             atomic_fetch_add_explicit(&grants[id], 1, memory_order_relaxed);
         }
     }
@@ -204,7 +204,7 @@ void vt_locks_after_fork_child(void)
     atomic_store(&bias_ok, atomic_load(&bias_ok) && membarrier_ready());
     /* The threads that were blocked are not in the child: nobody sleeps on a word. */
     for (int i = VT_LOCK_COUNT - 1; i >= 0; i--) {
-        atomic_store_explicit(&vt_lock_owner[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&vt_lock_owner.of[i], 0, memory_order_relaxed);
         atomic_store_explicit(&blocked[i], 0, memory_order_relaxed);
         vt_lock_check_give((vt_lock_id)i);
         atomic_store_explicit(&vt_lock_words[i], 0, memory_order_release);

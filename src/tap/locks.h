@@ -58,8 +58,11 @@ extern VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
 #define VT_LOCK_GRANT_AFTER 1024
 extern VT_HIDDEN VT_TLS int vt_lock_slot;
 /* Each lock's owner (a thread's number), 0 for none: read at every take, written seldom, on a
- * cache line of its own. */
-extern VT_HIDDEN _Alignas(64) atomic_int vt_lock_owner[VT_LOCK_COUNT];
+ * cache line of its own (the words beside it are written at every take of the word). */
+typedef struct {
+    _Alignas(64) atomic_int of[VT_LOCK_COUNT];
+} vt_lock_owners;
+extern VT_HIDDEN vt_lock_owners vt_lock_owner;
 /* A thread's flags, one per lock, set while it is inside as owner; a cache line per thread. */
 typedef struct {
     _Alignas(64) atomic_uchar in[VT_LOCK_COUNT];
@@ -97,12 +100,12 @@ static inline void vt_lock_take(vt_lock_id id)
 {
     vt_lock_check_take(id);
     int me = vt_lock_slot;
-    if (me && atomic_load_explicit(&vt_lock_owner[id], memory_order_relaxed) == me) {
+    if (me && atomic_load_explicit(&vt_lock_owner.of[id], memory_order_relaxed) == me) {
         atomic_uchar *inside = &vt_lock_inside[me].in[id];
         atomic_store_explicit(inside, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst);
-        if (__builtin_expect(atomic_load_explicit(&vt_lock_owner[id], memory_order_acquire) == me,
-                             1))
+        if (__builtin_expect(
+                atomic_load_explicit(&vt_lock_owner.of[id], memory_order_acquire) == me, 1))
             return;
         atomic_store_explicit(inside, 0, memory_order_release);
     }
@@ -110,7 +113,7 @@ static inline void vt_lock_take(vt_lock_id id)
     if (!atomic_compare_exchange_strong_explicit(&vt_lock_words[id], &free_word, 1,
                                                  memory_order_acquire, memory_order_relaxed))
         vt_lock_wait(id);
-    if (!me || atomic_load_explicit(&vt_lock_owner[id], memory_order_relaxed)) {
+    if (!me || atomic_load_explicit(&vt_lock_owner.of[id], memory_order_relaxed)) {
         vt_lock_after_word(id);
     } else if (me != vt_lock_run_slot[id]) {
         vt_lock_run_slot[id] = me;
