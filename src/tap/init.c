@@ -466,8 +466,8 @@ __attribute__((constructor)) static void vt_init(void)
         vt_cfg.disabled = 1;
         return;
     }
-    vt_locks_init();
     vt_cfg.debug = env_int("VRAMTAP_DEBUG", 0, 0, 9);
+    vt_locks_init(env_int("VRAMTAP_LOCK_BIAS", 1, 0, 1));
     vt_cfg.stacks = env_int("VRAMTAP_STACKS", 1, 0, 1);
     vt_cfg.python_stacks = env_int("VRAMTAP_PYTHON_STACKS", 1, 0, 2);
     vt_cfg.depth = env_int("VRAMTAP_DEPTH", VT_DEFAULT_DEPTH, 1, VT_MAX_DEPTH);

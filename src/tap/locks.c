@@ -161,15 +161,22 @@ static int membarrier_ready(void)
     return ok;
 }
 
-void vt_locks_init(void)
+/* Why no lock is biased, for VRAMTAP_DEBUG; NULL while they may be. */
+static const char *unbiased_because;
+
+void vt_locks_init(int allowed)
 {
-    atomic_store(&bias_ok, membarrier_ready());
+    if (!allowed)
+        unbiased_because = "VRAMTAP_LOCK_BIAS=0";
+    else if (!membarrier_ready())
+        unbiased_because = "no membarrier() here";
+    atomic_store(&bias_ok, !unbiased_because);
 }
 
 void vt_locks_debug(void)
 {
-    if (!atomic_load(&bias_ok) && !atomic_load(&grants[VT_LOCK_STATE]))
-        vt_debug("the books' lock was never biased: no membarrier() here");
+    if (unbiased_because)
+        vt_debug("the books' lock was never biased: %s", unbiased_because);
     else
         vt_debug("the books' lock was biased %u times and revoked %u times",
                  atomic_load(&grants[VT_LOCK_STATE]), atomic_load(&revokes[VT_LOCK_STATE]));

@@ -78,8 +78,9 @@ VT_HIDDEN void vt_lock_wake(vt_lock_id id);
 /* With the word just taken: revokes another thread's bias, numbers this thread, starts or ends
  * its run of takes (and makes it the owner at the end of one). */
 VT_HIDDEN void vt_lock_after_word(vt_lock_id id);
-/* Once, at start-up: whether locks may be biased (membarrier() is there). */
-VT_HIDDEN void vt_locks_init(void);
+/* Once, at start-up: whether locks may be biased (`allowed`, VRAMTAP_LOCK_BIAS, and
+ * membarrier() is there). */
+VT_HIDDEN void vt_locks_init(int allowed);
 /* At exit, with VRAMTAP_DEBUG: how often the books' lock was biased and revoked. */
 VT_HIDDEN void vt_locks_debug(void);
 #ifdef VT_LOCK_CHECK
