@@ -208,10 +208,14 @@ void vt_locks_after_fork_child(void)
     /* The child's only thread took every lock before the fork; the other threads, the owners
      * they were and the flags they may have left up are not in the child. */
     memset(vt_lock_inside, 0, sizeof vt_lock_inside);
-    atomic_store(&bias_ok, atomic_load(&bias_ok) && membarrier_ready());
+    if (!unbiased_because && !membarrier_ready())
+        unbiased_because = "no membarrier() here";
+    atomic_store(&bias_ok, !unbiased_because);
     /* The threads that were blocked are not in the child: nobody sleeps on a word. */
     for (int i = VT_LOCK_COUNT - 1; i >= 0; i--) {
         atomic_store_explicit(&vt_lock_owner.of[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&grants[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&revokes[i], 0, memory_order_relaxed);
         atomic_store_explicit(&blocked[i], 0, memory_order_relaxed);
         vt_lock_check_give((vt_lock_id)i);
         atomic_store_explicit(&vt_lock_words[i], 0, memory_order_release);
