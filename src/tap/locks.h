@@ -47,9 +47,10 @@ typedef enum {
  * then loads the flag: each side must see the other's store (Dekker), which takes a full
  * barrier on each. The owner's side has a compiler barrier only; the revoker's membarrier()
  * system call makes one happen on every running thread of the process, the owner's included
- * (the use its manual page gives). Where the kernel has no membarrier, no lock is biased. Even
- * while it lasts a bias costs a revoke, a system call of about a microsecond, whenever another
- * thread takes the lock: a thread earns it by a run of takes a thousand times longer. */
+ * (the use its manual page gives). Where the kernel has no membarrier, or with
+ * VRAMTAP_LOCK_BIAS=0, no lock is biased. Even while it lasts a bias costs a revoke, a system
+ * call of about a microsecond, whenever another thread takes the lock: a thread earns it by a
+ * run of takes a thousand times longer. */
 extern VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
 
 /* Biased threads are numbered 1 to VT_LOCK_SLOTS - 1; 0: not numbered yet; VT_LOCK_SLOTS: a

@@ -62,9 +62,6 @@ static inline __attribute__((always_inline)) int rd(int checked, const void *at,
     return 1;
 }
 
-/* Walks the frames of thread state `ts`, innermost first, into `ring`, wrapping around so that
- * the outermost `cap` stay when there are more. Returns how many frames there were, or -1 when
- * the chain does not read as CPython frames. */
 /* The innermost frame of thread state `ts` into *f (NULL where it runs none): through its
  * cframe where the layout has one. 0 when a checked read failed. */
 static inline __attribute__((always_inline)) int innermost(int checked, const vt_pylayout *L,
@@ -75,6 +72,9 @@ static inline __attribute__((always_inline)) int innermost(int checked, const vt
     return !*f || L->cframe_current < 0 || rd(checked, *f + L->cframe_current, f, sizeof *f);
 }
 
+/* Walks the frames of thread state `ts`, innermost first, into `ring`, wrapping around so that
+ * the outermost `cap` stay when there are more. Returns how many frames there were, or -1 when
+ * the chain does not read as CPython frames. */
 static inline __attribute__((always_inline)) int walk(int checked, const vt_pylayout *L,
                                                       const char *ts, py_site *ring, int cap)
 {
