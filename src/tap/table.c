@@ -79,7 +79,7 @@ void vt_books_prepare(void)
         munmap(p, VT_CHUNK_BYTES);
 }
 
-int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n)
+int vt_chunks_grow(vt_chunks *c, size_t size, uint32_t n)
 {
     uint64_t per = VT_CHUNK_BYTES / size;
     while ((uint64_t)c->nchunks * per < n) {

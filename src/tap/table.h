@@ -455,9 +455,15 @@ static inline void *vt_chunk_at(const vt_chunks *c, size_t size, uint32_t i)
     uint32_t per = (uint32_t)(VT_CHUNK_BYTES / size);
     return (char *)c->chunk[i / per] + (size_t)(i % per) * size;
 }
-/* Makes room for elements [0, n): 0, or -1 when memory ran out. Takes a chunk made ahead by
- * vt_books_prepare() when there is one. */
-VT_HIDDEN int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n);
+/* Adds chunks until elements [0, n) have room: 0, or -1 when memory ran out. Takes a chunk
+ * made ahead by vt_books_prepare() when there is one. */
+VT_HIDDEN int vt_chunks_grow(vt_chunks *c, size_t size, uint32_t n);
+/* Makes room for elements [0, n): inline, since a ramp of new records asks at each one and a
+ * chunk lasts thousands. */
+static inline int vt_chunks_reserve(vt_chunks *c, size_t size, uint32_t n)
+{
+    return (uint64_t)c->nchunks * (VT_CHUNK_BYTES / size) >= n ? 0 : vt_chunks_grow(c, size, n);
+}
 
 /* Outside the state lock, before recording: makes the memory the next records may need
  * (a chunk), so that recording them allocates nothing. */
