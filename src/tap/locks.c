@@ -23,6 +23,9 @@ static atomic_int bias_ok;
 static atomic_int slots_given;
 /* How often each lock was biased and revoked, for VRAMTAP_DEBUG. */
 static atomic_uint grants[VT_LOCK_COUNT], revokes[VT_LOCK_COUNT];
+/* The error of a membarrier() that failed after start-up (-1 for none said), which stopped the
+ * biasing: VRAMTAP_DEBUG says so at exit, since the revoke that saw it held a lock. */
+static atomic_int membarrier_errno;
 
 #ifdef VT_LOCK_CHECK
 static const char *const names[VT_LOCK_COUNT] = {"driver",  "pylocs", "stacks", "modules",
@@ -118,6 +121,7 @@ static void unbias(vt_lock_id id, int owner)
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) {
         /* Registered at start-up, so not expected. Without the barrier the owner may not have
          * seen the revoke yet: its stores leave a core's buffer in far less than this pause. */
+        atomic_store(&membarrier_errno, errno ? errno : -1);
         atomic_store(&bias_ok, 0);
         const struct timespec drain = {0, 1000000};
         nanosleep(&drain, NULL);
@@ -175,11 +179,15 @@ void vt_locks_init(int allowed)
 
 void vt_locks_debug(void)
 {
+    int failed = atomic_load(&membarrier_errno);
     if (unbiased_because)
         vt_debug("the books' lock was never biased: %s", unbiased_because);
     else
-        vt_debug("the books' lock was biased %u times and revoked %u times",
-                 atomic_load(&grants[VT_LOCK_STATE]), atomic_load(&revokes[VT_LOCK_STATE]));
+        vt_debug("the books' lock was biased %u times and revoked %u times%s%s%s",
+                 atomic_load(&grants[VT_LOCK_STATE]), atomic_load(&revokes[VT_LOCK_STATE]),
+                 failed ? "; then never again: membarrier() failed (" : "",
+                 failed ? (failed > 0 ? strerror(failed) : "no error number") : "",
+                 failed ? ")" : "");
 }
 
 void vt_lock_pass(vt_lock_id id)
@@ -208,6 +216,7 @@ void vt_locks_after_fork_child(void)
     /* The child's only thread took every lock before the fork; the other threads, the owners
      * they were and the flags they may have left up are not in the child. */
     memset(vt_lock_inside, 0, sizeof vt_lock_inside);
+    atomic_store(&membarrier_errno, 0);
     if (!unbiased_because && !membarrier_ready())
         unbiased_because = "no membarrier() here";
     atomic_store(&bias_ok, !unbiased_because);

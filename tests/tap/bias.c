@@ -2,8 +2,17 @@
  * allocates once each time the first has made RUN pairs since (enough to earn the bias back),
  * 100 times over: every revoke races an owner at work. Every allocation and free is counted
  * once; the lock was biased and revoked at least 101 times, as often each (VRAMTAP_DEBUG says
- * so), or it says why it never was; with VRAMTAP_LOCK_BIAS=0 (test bias_off) it never was. */
+ * so), or it says why it never was; with VRAMTAP_LOCK_BIAS=0 (test bias_off) it never was.
+ * With BIAS_MEMBARRIER_FAILS=N (test bias_membarrier_fails), membarrier() fails for the
+ * interloper from its N+1th allocation on (a seccomp filter): that revoke stops the biasing for
+ * good, after N+1 grants or more, and every allocation is still counted once. */
 #include <cuda_runtime_api.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,11 +48,31 @@ static void run_passes(void)
         usleep(50);
 }
 
+/* From now on membarrier() fails with EPERM for the calling thread: 0, or -1. */
+static int deny_membarrier(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+                   prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)
+               ? -1
+               : 0;
+}
+
+static int fails_after = -1;
+
 static void *interloper(void *arg)
 {
     (void)arg;
     for (int i = 0; i < INTERLOPER_OPS; i++) {
         run_passes();
+        if (i == fails_after && deny_membarrier())
+            return (void *)1;
         void *p;
         if (cudaMalloc(&p, 512) != cudaSuccess || cudaFree(p) != cudaSuccess)
             return (void *)1;
@@ -53,6 +82,9 @@ static void *interloper(void *arg)
 
 int main(void)
 {
+    const char *fails = getenv("BIAS_MEMBARRIER_FAILS");
+    if (fails)
+        fails_after = atoi(fails);
     pthread_t r, i;
     CHECK_EQ_INT(pthread_create(&r, NULL, runner, NULL), 0);
     CHECK_EQ_INT(pthread_create(&i, NULL, interloper, NULL), 0);
@@ -70,7 +102,14 @@ int main(void)
      * took to earn the bias back); as many revokes as grants, the last one at exit. */
     _Static_assert(INTERLOPER_OPS == 100, "the pattern below reads at least 101");
     const char *bias = getenv("VRAMTAP_LOCK_BIAS");
-    if (bias && !strcmp(bias, "0"))
+    if (fails) {
+        _Static_assert(INTERLOPER_OPS > 10, "the pattern below reads at least 11");
+        CHECK_EQ_INT(fails_after, 10);
+        printf(
+            "EXPECT stderr books'.lock.was.biased.(1[1-9]|[2-9][0-9]|[1-9][0-9][0-9]+).times.and."
+            "revoked.\\1.times;.then.never.again:.membarrier\\(\\).failed.\\(Operation.not."
+            "permitted\\) 1\n");
+    } else if (bias && !strcmp(bias, "0"))
         printf("EXPECT stderr books'.lock.was.never.biased:.VRAMTAP_LOCK_BIAS=0 1\n");
     else
         printf("EXPECT stderr books'.lock.(was.biased.(10[1-9]|1[1-9][0-9]|[2-9][0-9][0-9]|[1-9]"
