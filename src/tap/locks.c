@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -179,15 +180,17 @@ void vt_locks_init(int allowed)
 
 void vt_locks_debug(void)
 {
-    int failed = atomic_load(&membarrier_errno);
-    if (unbiased_because)
+    if (unbiased_because) {
         vt_debug("the books' lock was never biased: %s", unbiased_because);
-    else
-        vt_debug("the books' lock was biased %u times and revoked %u times%s%s%s",
-                 atomic_load(&grants[VT_LOCK_STATE]), atomic_load(&revokes[VT_LOCK_STATE]),
-                 failed ? "; then never again: membarrier() failed (" : "",
-                 failed ? (failed > 0 ? strerror(failed) : "no error number") : "",
-                 failed ? ")" : "");
+        return;
+    }
+    int failed = atomic_load(&membarrier_errno);
+    char stopped[128] = "";
+    if (failed)
+        snprintf(stopped, sizeof stopped, "; then never again: membarrier() failed (%s)",
+                 failed > 0 ? strerror(failed) : "no error number");
+    vt_debug("the books' lock was biased %u times and revoked %u times%s",
+             atomic_load(&grants[VT_LOCK_STATE]), atomic_load(&revokes[VT_LOCK_STATE]), stopped);
 }
 
 void vt_lock_pass(vt_lock_id id)
