@@ -123,9 +123,17 @@ uint32_t vt_stack_here(void)
     if (!vt_cfg.stacks)
         return VT_NO_SITE;
     uint64_t frames[VT_MAX_DEPTH * 2];
-    int n_native = vt_unwind_here((uintptr_t)__builtin_frame_address(0), frames, vt_cfg.depth);
+    uint32_t *memo;
+    int n_native =
+        vt_unwind_here((uintptr_t)__builtin_frame_address(0), frames, vt_cfg.depth, &memo);
     int n_py = vt_cfg.python_stacks ? vt_pystack_capture(frames + n_native, VT_MAX_DEPTH) : 0;
-    return intern_recent(frames, n_native, n_py);
+    /* A call chain the unwinder knows, with no Python frames: its site, once interned, is kept
+     * with the chain (no hash of the frames, no comparison) */
+    if (n_py || !memo)
+        return intern_recent(frames, n_native, n_py);
+    if (!*memo)
+        *memo = intern_recent(frames, n_native, 0) + 1; /* VT_NO_SITE + 1 is 0: not kept */
+    return *memo - 1;
 }
 
 uint32_t vt_stack_count(uint64_t *not_interned)

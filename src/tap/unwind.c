@@ -1,6 +1,6 @@
 /* The calling thread's native frames (unwind.h). libunwind's fast trace (unw_backtrace, with a
  * per-thread cache of how to step over each return address) costs about 77 instructions a
- * frame here; a call chain seen before is mostly not walked: see "Outer frames" below. */
+ * frame here; a call chain seen before is not walked: see "Chains seen before" below. */
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -146,31 +146,36 @@ __attribute__((noinline)) static int walk(void **ips, int depth, int *first)
     }
 }
 
-/* ---- Outer frames ----
- * A call chain seen before is walked only up to the program's call; the frames beyond it are
- * read from where their return addresses lie in the stack, found the second time the chain is
- * seen by a walk that reports each frame's stack pointer (libunwind's unw_step, about ten
- * times slower). The chain is known by where the capture runs (the caller's frame address)
- * and the frames walked from there to the program's call: the same functions at the same
- * place put the frames beyond at the same addresses, and while those addresses still hold the
- * return addresses seen, the frames are those. Only on the thread's own stack, whose pages
- * stay mapped as long as the thread runs. */
-#define OUTER_ENTRIES 64
-#define OUTER_KEY 14 /* frames between the capture and the program's call, and the call */
+/* ---- Chains seen before ----
+ * A call chain seen before is not walked: its return addresses are read from where they lie in
+ * the stack. Where each lies is found the second time the chain is seen, by a walk that reports
+ * each frame's stack pointer (libunwind's unw_step, about ten times slower than the fast
+ * trace). A chain is looked up by the address of the capturing frame (`sp`), then checked
+ * return address by return address from there out. The first lies just above that frame: the
+ * capture's caller put it there with its call, so it is fresh and names that caller and the
+ * call. A function called from a given place with the stack at a given depth has its frame at
+ * a given place (unless it sizes its frame as it runs, with alloca), so the next return address
+ * checked is the one its own caller put there, and so on: checked out to the deepest frame
+ * kept, the frames are the chain's. Only on the thread's own stack, whose pages stay mapped as
+ * long as the thread runs. */
+#define CHAIN_SETS 32
+#define CHAIN_WAYS 4
 #define MISSED_SLOTS 128
 
 typedef struct {
     uintptr_t sp;
-    int n_key, n_outer;
-    int hit; /* since it was recorded, or since a miss elsewhere spared it */
-    uintptr_t key[OUTER_KEY];
-    uintptr_t *slot; /* n_outer stack addresses, then the return addresses they held */
-} outer_entry;
+    int n_slots;     /* return addresses checked, from the first above sp out; 0: an empty way */
+    int own;         /* of them, the innermost, which are skipped ones (this library's) */
+    int hit;         /* since it was recorded, or since a miss in its set spared it */
+    uint32_t memo;   /* the caller's (vt_unwind_here) */
+    uintptr_t *slot; /* n_slots stack addresses, then the return addresses they held */
+} chain;
 
 typedef struct {
     uintptr_t stack_lo, stack_hi;
+    int nskipped;                  /* the skipped ranges the chains were recorded with */
     uint64_t missed[MISSED_SLOTS]; /* chains missed, by hash: the second miss records */
-    outer_entry e[OUTER_ENTRIES];
+    chain set[CHAIN_SETS][CHAIN_WAYS];
 } outer_cache;
 
 static VT_TLS outer_cache *outer;
@@ -179,12 +184,20 @@ static pthread_key_t outer_key;
 static pthread_once_t outer_once = PTHREAD_ONCE_INIT;
 static int outer_ok;
 
+static void chains_clear(outer_cache *c)
+{
+    for (int s = 0; s < CHAIN_SETS; s++)
+        for (int w = 0; w < CHAIN_WAYS; w++) {
+            free(c->set[s][w].slot);
+            c->set[s][w] = (chain){0};
+        }
+}
+
 static void outer_gone(void *p)
 {
     outer_cache *c = p;
     outer = NULL;
-    for (int i = 0; i < OUTER_ENTRIES; i++)
-        free(c->e[i].slot);
+    chains_clear(c);
     free(c);
 }
 
@@ -216,9 +229,45 @@ static outer_cache *outer_here(void)
     return outer = c;
 }
 
-/* The walked frames that name the chain: from ips[2] (ips[0] is in walk or walk_prefix, ips[1]
- * in vt_unwind_here at a call site of each) to the program's call. */
-static uint64_t key_hash(uintptr_t sp, void *const *ips, int first)
+static chain *set_of(outer_cache *c, uintptr_t sp)
+{
+    return c->set[vt_hash_end(vt_hash_fold(0, sp)) % CHAIN_SETS];
+}
+
+/* The frames kept of a chain seen before at sp, when its return addresses are all still where
+ * they were, and its memo; 0 otherwise. Reads the thread's own stack above the capture's
+ * frame. */
+VT_NO_SANITIZE static int chain_frames(outer_cache *c, uintptr_t sp, uint64_t *frames, int depth,
+                                       uint32_t **memo)
+{
+    if (c->nskipped != atomic_load_explicit(&nskipped, memory_order_acquire))
+        return 0;
+    chain *set = set_of(c, sp);
+    for (int w = 0; w < CHAIN_WAYS; w++) {
+        chain *e = &set[w];
+        if (e->sp != sp || !e->n_slots || e->n_slots - e->own > depth)
+            continue;
+        const uintptr_t *slot = e->slot, *ret = e->slot + e->n_slots;
+        int i = 0;
+        while (i < e->own && *(const uintptr_t *)slot[i] == ret[i])
+            i++;
+        if (i < e->own)
+            continue;
+        /* frames written as they are checked: a mismatch leaves them to the walk */
+        while (i < e->n_slots && (frames[i - e->own] = ret[i]) == *(const uintptr_t *)slot[i])
+            i++;
+        if (i < e->n_slots)
+            continue;
+        e->hit = 1;
+        *memo = &e->memo;
+        return e->n_slots - e->own;
+    }
+    return 0;
+}
+
+/* The walked frames that name a chain among the misses: from ips[2] (ips[0] is in walk, ips[1]
+ * in vt_unwind_here) to the program's call. */
+static uint64_t missed_hash(uintptr_t sp, void *const *ips, int first)
 {
     uint64_t h = sp;
     for (int i = 2; i <= first; i++)
@@ -226,48 +275,37 @@ static uint64_t key_hash(uintptr_t sp, void *const *ips, int first)
     return vt_hash_end(h);
 }
 
-static int key_fits(int first)
+/* The way of sp's set a new chain takes: an empty one, else one not hit since it was recorded
+ * or last spared; NULL when each was (each is then spared once: two chains that took turns in
+ * one way would otherwise pay the slow walk at every allocation). */
+static chain *way_for(outer_cache *c, uintptr_t sp)
 {
-    return first >= 2 && first - 1 <= OUTER_KEY;
+    chain *set = set_of(c, sp);
+    for (int w = 0; w < CHAIN_WAYS; w++)
+        if (!set[w].n_slots)
+            return &set[w];
+    for (int w = 0; w < CHAIN_WAYS; w++)
+        if (!set[w].hit)
+            return &set[w];
+    for (int w = 0; w < CHAIN_WAYS; w++)
+        set[w].hit = 0;
+    return NULL;
 }
 
-static outer_entry *entry_of(outer_cache *c, uint64_t h)
-{
-    return &c->e[h % OUTER_ENTRIES];
-}
-
-/* The frames beyond the program's call, when the chain is one seen before and its return
- * addresses are still where they were; 0 otherwise. Reads the thread's own stack above the
- * capture's frame. */
-VT_NO_SANITIZE static int outer_frames(outer_cache *c, uintptr_t sp, void *const *ips, int first,
-                                       uint64_t *frames, int room)
-{
-    outer_entry *e = entry_of(c, key_hash(sp, ips, first));
-    if (e->sp != sp || e->n_key != first - 1 || e->n_outer > room)
-        return 0;
-    for (int i = 0; i < e->n_key; i++)
-        if (e->key[i] != (uintptr_t)ips[i + 2])
-            return 0;
-    const uintptr_t *slot = e->slot, *ret = e->slot + e->n_outer;
-    for (int i = 0; i < e->n_outer; i++)
-        if (*(const uintptr_t *)slot[i] != ret[i])
-            return 0;
-    for (int i = 0; i < e->n_outer; i++)
-        frames[i] = ret[i];
-    e->hit = 1;
-    return e->n_outer + 1;
-}
-
-/* Where the return addresses of ips[first + 1 .. n - 1] lie: a walk that reports stack
- * pointers, from a frame at the same depth as walk's, must see the same frames, each return
- * address at its stack pointer less 8 (the call pushed it there). Nothing is recorded
- * otherwise (a signal frame, a frame the fast walk read differently). */
+/* Where the return addresses of ips[k .. n - 1] lie, ips[k] being the first above sp: a walk
+ * that reports stack pointers, from a frame at the same depth as walk's, must see the same
+ * frames there, each return address at its stack pointer less 8 (the call pushed it there).
+ * Nothing is recorded otherwise (a signal frame, a frame the fast walk read differently). */
 __attribute__((noinline)) VT_NO_SANITIZE static void
-outer_record(outer_cache *c, uintptr_t sp, void *const *ips, int first, int n)
+chain_record(outer_cache *c, uintptr_t sp, void *const *ips, int first, int n)
 {
-    uint64_t h = key_hash(sp, ips, first);
+    int skipped_now = atomic_load_explicit(&nskipped, memory_order_acquire);
+    if (c->nskipped != skipped_now) {
+        chains_clear(c);
+        c->nskipped = skipped_now;
+    }
+    uint64_t h = missed_hash(sp, ips, first);
     uint64_t *seen = &c->missed[h % MISSED_SLOTS];
-    outer_entry *e = entry_of(c, h);
     /* The low bit says which: seen once, or found not to record (then it is not tried again) */
     if (*seen == (h & ~1ULL))
         return;
@@ -275,81 +313,60 @@ outer_record(outer_cache *c, uintptr_t sp, void *const *ips, int first, int n)
         *seen = h | 1;
         return;
     }
-    /* A chain in use keeps its entry against one that is not yet: two that take turns in one
-     * entry would otherwise pay the slow walk at every allocation. */
-    if (e->hit) {
-        e->hit = 0;
-        return;
-    }
-    int n_outer = n - first - 1;
-    if (n_outer < 1)
-        return;
-    uintptr_t *slot = malloc(2 * (size_t)n_outer * sizeof *slot);
+    chain *e = way_for(c, sp);
+    uintptr_t *slot = e ? malloc(2 * (size_t)n * sizeof *slot) : NULL;
     unw_context_t ctx;
     unw_cursor_t cur;
     if (!slot || unw_getcontext(&ctx) || unw_init_local(&cur, &ctx)) {
         free(slot);
         return;
     }
-    /* The first step lands in vt_unwind_here, which is ips[1] */
-    int i = 1, ok = 1;
+    /* The first step lands in vt_unwind_here, at another call than ips[1]'s */
+    int i = 1, k = -1, ok = 1;
     while (ok && i < n && unw_step(&cur) > 0) {
         unw_word_t ip, at;
         ok = !unw_get_reg(&cur, UNW_REG_IP, &ip) && !unw_get_reg(&cur, UNW_REG_SP, &at);
-        if (ok && i > first) {
-            uintptr_t where = (uintptr_t)at - 8;
-            ok = ip == (uintptr_t)ips[i] && where > sp && where + 8 <= c->stack_hi &&
+        uintptr_t where = (uintptr_t)at - 8;
+        if (ok && where > sp) {
+            if (k < 0)
+                k = i;
+            ok = ip == (uintptr_t)ips[i] && where + 8 <= c->stack_hi &&
                  *(const uintptr_t *)where == ip;
-            slot[i - first - 1] = where;
-            slot[n_outer + i - first - 1] = ip;
+            slot[i - k] = where;
+            slot[n + i - k] = ip;
+        } else if (k >= 0) {
+            ok = 0; /* a frame below the one before it: not a plain chain of calls */
         }
         i++;
     }
-    if (!ok || i != n) {
+    if (!ok || i != n || k < 2 || k > first) {
         free(slot);
         *seen = h & ~1ULL;
         return;
     }
+    int n_slots = n - k;
+    memmove(slot + n_slots, slot + n, (size_t)n_slots * sizeof *slot);
     free(e->slot);
-    e->sp = sp;
-    e->n_key = first - 1;
-    for (int k = 0; k < e->n_key; k++)
-        e->key[k] = (uintptr_t)ips[k + 2];
-    e->n_outer = n_outer;
-    e->slot = slot;
+    *e = (chain){.sp = sp, .n_slots = n_slots, .own = first - k, .slot = slot};
 }
 
-/* As far as the program's call (at most `max` frames): a function of its own, so that its
- * frames are walk's. The index of the program's frame, or -1 when the walk did not reach it. */
-__attribute__((noinline)) static int walk_prefix(void **ips, int max)
-{
-    int n = backtrace_here(ips, max);
-    int f = skipped_above(ips, n);
-    return f < n ? f : -1;
-}
-
-int vt_unwind_here(uintptr_t sp, uint64_t *frames, int depth)
+int vt_unwind_here(uintptr_t sp, uint64_t *frames, int depth, uint32_t **memo)
 {
     void *ips[VT_MAX_DEPTH + 64];
-    int first = dropped_last;
     outer_cache *c = outer_here();
     int cached = c && sp >= c->stack_lo && sp < c->stack_hi;
-    if (cached && first >= 0 && key_fits(first)) {
-        /* the walk up to the program's call (no further than the frames dropped last time),
-         * then the frames beyond from the stack */
-        int f = walk_prefix(ips, first + 1);
-        if (f >= 0 && key_fits(f)) {
-            frames[0] = (uint64_t)(uintptr_t)ips[f];
-            int got = outer_frames(c, sp, ips, f, frames + 1, depth - 1);
-            if (got)
-                return got;
-        }
+    *memo = NULL;
+    if (cached) {
+        int got = chain_frames(c, sp, frames, depth, memo);
+        if (got)
+            return got;
     }
+    int first;
     int n = walk(ips, depth, &first);
     int n_native = 0;
     for (int i = first; i < n && n_native < depth; i++)
         frames[n_native++] = (uint64_t)(uintptr_t)ips[i];
-    if (cached && key_fits(first))
-        outer_record(c, sp, ips, first, first + n_native);
+    if (cached && n_native)
+        chain_record(c, sp, ips, first, first + n_native);
     return n_native;
 }

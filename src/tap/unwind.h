@@ -13,7 +13,9 @@ VT_HIDDEN void vt_unwind_init(void);
 VT_HIDDEN void vt_unwind_skip_cuda(void);
 /* At most `depth` return addresses of the calling thread, innermost first, into `frames`; how
  * many. `sp` is the caller's frame address (__builtin_frame_address(0)): the same caller at
- * the same place in the stack with the same callers passes the same. */
-VT_HIDDEN int vt_unwind_here(uintptr_t sp, uint64_t *frames, int depth);
+ * the same place in the stack with the same callers passes the same. *memo: when the frames
+ * are those of a call chain this thread's cache holds, a word kept with it for the caller
+ * (what it made of these frames before; 0 when the chain is new to the cache), else NULL. */
+VT_HIDDEN int vt_unwind_here(uintptr_t sp, uint64_t *frames, int depth, uint32_t **memo);
 
 #endif
