@@ -45,6 +45,27 @@ def step():
     opt.step()
 
 
+def _optimizer_switch():
+    """Under torch 1.x, a function that turns vramtap's wrapper of the optimizer's step() on or
+    off, None when there is none (torch 2.x: global step hooks). torch 1.x wraps a class's step()
+    in its own profiling wrapper (a record_function) when the first optimizer of the class is
+    made, around vramtap's if vramtap came first: only vramtap's is turned, in place, and
+    torch's stays in both steps of a pair, as it is in a plain run. functools.wraps copies the
+    attributes of the wrapped function to its wrapper, so vramtap's is known by its code."""
+    def is_vramtaps(f):
+        return getattr(getattr(f, "__code__", None), "co_filename", "").endswith("vramtap_torch.py")
+
+    outer, f = None, type(opt).step
+    while not is_vramtaps(f):
+        outer, f = f, getattr(f, "__wrapped__", None)
+        if f is None:
+            return None
+    if outer is None:
+        return lambda on: setattr(type(opt), "step", f if on else f.__wrapped__)
+    cell = next(c for c in outer.__closure__ if c.cell_contents is f)
+    return lambda on: setattr(cell, "cell_contents", f if on else f.__wrapped__)
+
+
 def hooks_switch():
     """A function that turns the hooks on (True) or off (False); and whether the optimizer's
     hooks are among those it turns."""
@@ -55,10 +76,9 @@ def hooks_switch():
         sys.exit("--paired: run it under vramtap")
     places = [(torch.nn.Module, "__call__"), (torch.autograd, "backward"),
               (torch.autograd, "grad")]
-    if getattr(type(opt).step, "_vramtap", False):  # torch 1.x: a wrapper per optimizer class
-        places.append((type(opt), "step"))
     hooked = [getattr(o, name) for o, name in places]
     raw = [f.__wrapped__ for f in hooked]
+    optimizer_use = _optimizer_switch()
     tables = [getattr(optimizer, name, None) for name in ("_global_optimizer_pre_hooks",
                                                           "_global_optimizer_post_hooks")]
     tables = [t for t in tables if t]
@@ -67,12 +87,14 @@ def hooks_switch():
     def use(on):
         for (o, name), f in zip(places, hooked if on else raw):
             setattr(o, name, f)
+        if optimizer_use:
+            optimizer_use(on)
         for t, s in zip(tables, saved):
             t.clear()
             if on:
                 t.update(s)
 
-    return use, bool(tables) or len(places) == 4
+    return use, bool(tables) or optimizer_use is not None
 
 
 def print_paired(pairs):
