@@ -269,8 +269,9 @@ typedef struct {
     uint32_t instance;
     uint8_t phase;
     uint32_t step;
-    uint64_t start, end; /* ticks; end is 0 while open */
-    uint64_t live_start[VT_MAX_DEVICES], live_end[VT_MAX_DEVICES], live_max[VT_MAX_DEVICES];
+    uint64_t start, end;               /* ticks; end is 0 while open */
+    uint64_t live_max[VT_MAX_DEVICES]; /* first: written by allocations while open */
+    uint64_t live_start[VT_MAX_DEVICES], live_end[VT_MAX_DEVICES];
 } vt_span;
 
 /* Device-wide memory as the driver reports it, and the pools' own figures. */
@@ -286,8 +287,17 @@ typedef struct {
 #define VT_MAX_POOLS 8
 
 typedef struct {
+    /* What each allocation and free reads or writes first, on as few cache lines as they fit:
+     * threads that take turns on the books pass these lines between processors. */
     int used;
     uint64_t live, peak, allocs;
+    uint64_t pool_allocs; /* stream-ordered allocations: without any, no pool figures */
+    uint64_t last_alloc_seq, last_oom_seq;
+    uint64_t peak_seq;
+    uint64_t peak_time;
+    uint8_t peak_phase;
+    uint32_t peak_step;
+    vt_dead_list dead;
     char name[128], uuid[48], pci_bus_id[32];
     uint64_t total;
     vt_sample samples[VT_MAX_SAMPLES];
@@ -301,15 +311,8 @@ typedef struct {
     int64_t last_workers, workers_at_peak; /* and for its workers' PSS, summed */
     uint64_t pool_reserved_high, pool_reserved_now;
     int have_pool;
-    uint64_t pool_allocs; /* stream-ordered allocations: without any, no pool figures */
-    uint64_t last_alloc_seq, last_oom_seq;
     uintptr_t pools[VT_MAX_POOLS]; /* pools allocated from explicitly */
     int npools;
-    uint64_t peak_seq;
-    uint64_t peak_time;
-    uint8_t peak_phase;
-    uint32_t peak_step;
-    vt_dead_list dead;
 } vt_device;
 
 /* A child process (a data-loader worker): its proportional set size, highest and latest. */
@@ -370,22 +373,28 @@ typedef struct {
 
 /* Everything below is guarded by vt_state.lock. */
 typedef struct {
+    /* Written at every allocation and free, kept together (see vt_device) */
     uint64_t seq, next_id;
+    vt_counters c;
+    /* phases */
+    uint8_t phase; /* current: VT_PHASE_* */
+    uint32_t step, instance;
+    int markers; /* any phase ever opened */
+    int made_device_alloc;
+    int freezing;          /* a copy in steps is under way (freeze.c) */
+    uint32_t freeze_gen;   /* the number of the latest */
+    uint32_t freeze_below; /* while it runs: the records of the arena below this index that it
+                              holds already */
+    vt_span open;          /* the phase instance in progress (valid while phase is in-phase) */
     struct vt_vmap *vmaps; /* VMM mappings by address */
     vt_device dev[VT_MAX_DEVICES];
-    vt_counters c;
     struct {
         uint64_t live, peak, allocs;
         uint64_t peak_time;
     } hostmem;
     vt_ram ram;         /* the highest resident host memory a sample saw */
     vt_workers workers; /* child processes, read with the samples */
-    /* phases */
-    uint8_t phase; /* current: VT_PHASE_* */
-    uint32_t step, instance;
-    int markers;    /* any phase ever opened */
-    vt_span open;   /* the phase instance in progress (valid while phase is in-phase) */
-    vt_span *spans; /* closed phase instances kept as records (see VT_TIMELINE_MAX) */
+    vt_span *spans;     /* closed phase instances kept as records (see VT_TIMELINE_MAX) */
     size_t nspans, capspans;
     struct {
         uint64_t instances;
@@ -394,12 +403,7 @@ typedef struct {
     } folded;
     vt_oom ooms[VT_MAX_OOMS];
     int nooms;
-    int made_device_alloc;
     vt_left_out left_out;
-    int freezing;          /* a copy in steps is under way (freeze.c) */
-    uint32_t freeze_gen;   /* the number of the latest */
-    uint32_t freeze_below; /* while it runs: the records of the arena below this index that it
-                              holds already */
 } vt_state_t;
 
 extern VT_HIDDEN vt_state_t vt_state;
