@@ -44,7 +44,7 @@ static inline unsigned addr_hash(const void *key)
     return (unsigned)addr_mix(a);
 }
 
-VT_HIDDEN vt_state_t vt_state;
+VT_HIDDEN _Alignas(64) vt_state_t vt_state; /* its first lines are the hot ones (table.h) */
 VT_HIDDEN VT_TLS int vt_hash_oom;
 
 /* CUDA's code for out of memory, the same in the runtime and the driver. */
