@@ -167,7 +167,7 @@ typedef struct {
     int n_slots;     /* return addresses checked, from the first above sp out; 0: an empty way */
     int own;         /* of them, the innermost, which are skipped ones (this library's) */
     int hit;         /* since it was recorded, or since a miss in its set spared it */
-    uint32_t memo;   /* the caller's (vt_unwind_here) */
+    uint32_t memo;   /* kept for vt_unwind_here's caller (unwind.h) */
     uintptr_t *slot; /* n_slots stack addresses, then the return addresses they held */
 } chain;
 
@@ -176,15 +176,15 @@ typedef struct {
     int nskipped;                  /* the skipped ranges the chains were recorded with */
     uint64_t missed[MISSED_SLOTS]; /* chains missed, by hash: the second miss records */
     chain set[CHAIN_SETS][CHAIN_WAYS];
-} outer_cache;
+} chain_cache;
 
-static VT_TLS outer_cache *outer;
-static VT_TLS int outer_failed; /* asked once: the stack's bounds, or memory, were not had */
-static pthread_key_t outer_key;
-static pthread_once_t outer_once = PTHREAD_ONCE_INIT;
-static int outer_ok;
+static VT_TLS chain_cache *cache;
+static VT_TLS int cache_failed; /* asked once: the stack's bounds, or memory, were not had */
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_ok;
 
-static void chains_clear(outer_cache *c)
+static void chains_clear(chain_cache *c)
 {
     for (int s = 0; s < CHAIN_SETS; s++)
         for (int w = 0; w < CHAIN_WAYS; w++) {
@@ -193,43 +193,43 @@ static void chains_clear(outer_cache *c)
         }
 }
 
-static void outer_gone(void *p)
+static void cache_gone(void *p)
 {
-    outer_cache *c = p;
-    outer = NULL;
+    chain_cache *c = p;
+    cache = NULL;
     chains_clear(c);
     free(c);
 }
 
-static void outer_key_make(void)
+static void cache_key_make(void)
 {
-    outer_ok = !pthread_key_create(&outer_key, outer_gone);
+    cache_ok = !pthread_key_create(&cache_key, cache_gone);
 }
 
 /* The thread's cache, made with the bounds of its stack; NULL when that cannot be. */
-static outer_cache *outer_here(void)
+static chain_cache *cache_here(void)
 {
-    if (outer || outer_failed)
-        return outer;
-    outer_failed = 1;
-    pthread_once(&outer_once, outer_key_make);
+    if (cache || cache_failed)
+        return cache;
+    cache_failed = 1;
+    pthread_once(&cache_once, cache_key_make);
     pthread_attr_t attr;
-    if (!outer_ok || pthread_getattr_np(pthread_self(), &attr))
+    if (!cache_ok || pthread_getattr_np(pthread_self(), &attr))
         return NULL;
     void *lo = NULL;
     size_t size = 0;
     int got = !pthread_attr_getstack(&attr, &lo, &size);
     pthread_attr_destroy(&attr);
-    outer_cache *c = got ? vt_pystack_thread_data(outer_key, sizeof *c) : NULL;
+    chain_cache *c = got ? vt_pystack_thread_data(cache_key, sizeof *c) : NULL;
     if (c) {
         c->stack_lo = (uintptr_t)lo;
         c->stack_hi = (uintptr_t)lo + size;
-        outer_failed = 0;
+        cache_failed = 0;
     }
-    return outer = c;
+    return cache = c;
 }
 
-static chain *set_of(outer_cache *c, uintptr_t sp)
+static chain *set_of(chain_cache *c, uintptr_t sp)
 {
     return c->set[vt_hash_end(vt_hash_fold(0, sp)) % CHAIN_SETS];
 }
@@ -237,7 +237,7 @@ static chain *set_of(outer_cache *c, uintptr_t sp)
 /* The frames kept of a chain seen before at sp, when its return addresses are all still where
  * they were, and its memo; 0 otherwise. Reads the thread's own stack above the capture's
  * frame. */
-VT_NO_SANITIZE static int chain_frames(outer_cache *c, uintptr_t sp, uint64_t *frames, int depth,
+VT_NO_SANITIZE static int chain_frames(chain_cache *c, uintptr_t sp, uint64_t *frames, int depth,
                                        uint32_t **memo)
 {
     if (c->nskipped != atomic_load_explicit(&nskipped, memory_order_acquire))
@@ -278,7 +278,7 @@ static uint64_t missed_hash(uintptr_t sp, void *const *ips, int first)
 /* The way of sp's set a new chain takes: an empty one, else one not hit since it was recorded
  * or last spared; NULL when each was (each is then spared once: two chains that took turns in
  * one way would otherwise pay the slow walk at every allocation). */
-static chain *way_for(outer_cache *c, uintptr_t sp)
+static chain *way_for(chain_cache *c, uintptr_t sp)
 {
     chain *set = set_of(c, sp);
     for (int w = 0; w < CHAIN_WAYS; w++)
@@ -297,7 +297,7 @@ static chain *way_for(outer_cache *c, uintptr_t sp)
  * frames there, each return address at its stack pointer less 8 (the call pushed it there).
  * Nothing is recorded otherwise (a signal frame, a frame the fast walk read differently). */
 __attribute__((noinline)) VT_NO_SANITIZE static void
-chain_record(outer_cache *c, uintptr_t sp, void *const *ips, int first, int n)
+chain_record(chain_cache *c, uintptr_t sp, void *const *ips, int first, int n)
 {
     int skipped_now = atomic_load_explicit(&nskipped, memory_order_acquire);
     if (c->nskipped != skipped_now) {
@@ -353,7 +353,7 @@ chain_record(outer_cache *c, uintptr_t sp, void *const *ips, int first, int n)
 int vt_unwind_here(uintptr_t sp, uint64_t *frames, int depth, uint32_t **memo)
 {
     void *ips[VT_MAX_DEPTH + 64];
-    outer_cache *c = outer_here();
+    chain_cache *c = cache_here();
     int cached = c && sp >= c->stack_lo && sp < c->stack_hi;
     *memo = NULL;
     if (cached) {
