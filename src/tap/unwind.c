@@ -324,7 +324,7 @@ chain_record(chain_cache *c, uintptr_t sp, void *const *ips, int first, int n)
     /* The first step lands in vt_unwind_here, at another call than ips[1]'s */
     int i = 1, k = -1, ok = 1;
     while (ok && i < n && unw_step(&cur) > 0) {
-        unw_word_t ip, at;
+        unw_word_t ip = 0, at = 0; /* a failed read ends the walk before `where` is used */
         ok = !unw_get_reg(&cur, UNW_REG_IP, &ip) && !unw_get_reg(&cur, UNW_REG_SP, &at);
         uintptr_t where = (uintptr_t)at - 8;
         if (ok && where > sp) {
