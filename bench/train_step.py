@@ -62,8 +62,10 @@ def _optimizer_switch():
             return None
     if outer is None:
         return lambda on: setattr(type(opt), "step", f if on else f.__wrapped__)
-    cell = next(c for c in outer.__closure__ if c.cell_contents is f)
-    return lambda on: setattr(cell, "cell_contents", f if on else f.__wrapped__)
+    cells = [c for c in outer.__closure__ or () if c.cell_contents is f]
+    if not cells:  # a wrapper that does not hold it in a closure: left on, and the line says so
+        return None
+    return lambda on: setattr(cells[0], "cell_contents", f if on else f.__wrapped__)
 
 
 def hooks_switch():
