@@ -20,9 +20,13 @@
 
 /* Reads the environment and maps the buffer; history is off when it cannot be had. */
 VT_HIDDEN void vt_history_init(void);
-/* How far the events' pages are populated and how far they should be, in bytes (history.c). */
+/* How far the events' pages are populated and how far they should be, in bytes (history.c).
+ * Read outside the lock at every event by every allocating thread: on a cache line of its own,
+ * not on one the holder of the lock writes at every event (the other threads' reads would take
+ * it from the holder's core and make its next write wait for it). */
 typedef struct {
-    _Atomic size_t want, ready;
+    _Alignas(64) _Atomic size_t want;
+    _Atomic size_t ready;
 } vt_history_pages;
 extern VT_HIDDEN vt_history_pages vt_history_populated;
 VT_HIDDEN void vt_history_populate(void);
