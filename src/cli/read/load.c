@@ -24,12 +24,17 @@
 #define PARALLEL_MIN 8192
 #define MAX_THREADS 8
 
+/* A message is one line on stderr whatever it quotes: a parser's "near '...'" can hold the raw
+ * newline or control byte that broke the input. */
 void vt_err_set(vt_err *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    for (char *c = err->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
 }
 
 static void prepend(vt_err *err, const char *prefix, const char *sep)
