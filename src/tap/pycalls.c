@@ -1,9 +1,13 @@
-/* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, the
- * backward hooks that make a module current), as Python builtins: through ctypes each cost about
- * 2,500 instructions, most of them ctypes' own (argument conversion, libffi). The phase and step
- * calls let go of the GIL while the library works, as a ctypes call does: ending an optimizer
- * phase may write an interim snapshot. */
+/* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, an
+ * outermost module call's enter and exit, the backward hooks that make a module current), as
+ * Python builtins: through ctypes each cost about 2,500 instructions, most of them ctypes' own
+ * (argument conversion, libffi). The phase and step calls let go of the GIL while the library
+ * works, as a ctypes call does: ending an optimizer phase may write an interim snapshot. */
+#include <stdatomic.h>
+
+#include "phase.h"
 #include "pyapi.h"
+#include "table.h"
 #include "vramtap.h"
 
 static const py_api *py;
@@ -41,6 +45,51 @@ static py_object *on_mark(py_object *self, py_object *const *args, py_ssize_t na
     return py->LongFromLong(rc);
 }
 
+/* Outermost module calls running now, all threads together: a call made while another thread's
+ * outermost call runs (DataParallel's replicas) is part of that one. Counted here, by the GIL's
+ * holder, rather than under a Python lock: taking and letting go of one cost more than the rest of
+ * the outermost call's bookkeeping. */
+static _Atomic int outer_calls;
+
+/* forward_enter(grad): None for a call nested in another thread's outermost call, else whether
+ * it began a forward: only with grad (under no_grad or inference_mode a module call builds nothing
+ * for backward: evaluation, not a training forward). Every call is paired with forward_exit. */
+static py_object *on_forward_enter(py_object *self, py_object *const *args, py_ssize_t nargs)
+{
+    (void)self;
+    long grad = py->LongAsLong(nargs == 1 ? args[0] : py->none);
+    if (grad == -1)
+        return NULL; /* TypeError, set by PyLong_AsLong */
+    if (atomic_fetch_add(&outer_calls, 1) > 0) {
+        py->IncRef(py->none);
+        return py->none;
+    }
+    if (grad) {
+        void *ts = py->SaveThread();
+        vt_phase_begin(VT_PHASE_FORWARD);
+        py->RestoreThread(ts);
+    }
+    return py->LongFromLong(grad != 0);
+}
+
+/* forward_exit(opened): what forward_enter returned. */
+static py_object *on_forward_exit(py_object *self, py_object *const *args, py_ssize_t nargs)
+{
+    (void)self;
+    py_object *opened = nargs == 1 ? args[0] : NULL;
+    long began = opened == py->none ? 0 : py->LongAsLong(opened ? opened : py->none);
+    if (began == -1)
+        return NULL;
+    atomic_fetch_sub(&outer_calls, 1);
+    if (began) {
+        void *ts = py->SaveThread();
+        vt_phase_end(VT_PHASE_FORWARD);
+        py->RestoreThread(ts);
+    }
+    py->IncRef(py->none);
+    return py->none;
+}
+
 /* A tensor hook: makes module path `self` (an int) current. Autograd calls it with the gradient
  * of an output of that module's call, when the backward of the call begins. */
 static py_object *on_grad(py_object *self, py_object *const *args, py_ssize_t nargs)
@@ -73,6 +122,8 @@ static py_method_def defs[] = {
     {"vramtap_phase_begin", on_begin, PY_METH_FASTCALL, NULL},
     {"vramtap_phase_end", on_end, PY_METH_FASTCALL, NULL},
     {"vramtap_step_mark", on_mark, PY_METH_FASTCALL, NULL},
+    {"vramtap_forward_enter", on_forward_enter, PY_METH_FASTCALL, NULL},
+    {"vramtap_forward_exit", on_forward_exit, PY_METH_FASTCALL, NULL},
 };
 
 /* Through ctypes.PyDLL (the GIL held): a dict of the builtins by their functions' names (a new

@@ -4,7 +4,7 @@ Python frame in its stack, the timeline of phase instances, the step count. With
 run is `vramtap run --attach cupti`: nothing preloaded, the driver loads vramtap at cuInit and
 CUPTI reports the allocations, and the same must hold.
 
-    check_train.py train|accum|infer|torch2 [attach]
+    check_train.py train|accum|infer|torch2[-threads][-fallback] [attach]
 """
 
 import json
@@ -21,9 +21,10 @@ require_python_under_sanitizer()
 expect_path = os.path.join(tempfile.mkdtemp(prefix="vt-py-"), "expect.json")
 command = [PYTHON, os.path.join(HERE, "train_workload.py"), variant, expect_path]
 env = None
-if variant == "torch2":
-    # -S keeps the bootstrap from hooking torch before the workload has emulated torch 2's API;
-    # torch and vramtap_torch are then found through PYTHONPATH.
+if variant.startswith("torch2") or variant.endswith("-fallback"):
+    # -S keeps the bootstrap from hooking torch before the workload has emulated torch 2's API
+    # or withheld the library's builtins; torch and vramtap_torch are then found through
+    # PYTHONPATH.
     import importlib.util
 
     torch_parent = os.path.dirname(os.path.dirname(importlib.util.find_spec("torch").origin))

@@ -7,6 +7,10 @@ custom optimizer's step. Run under `vramtap run` by check_train.py.
 VARIANT: train (one forward/backward per step), accum (two micro-batches per step), infer (no
 optimizer, forwards under no_grad), torch2 (train, with torch >= 2.0's global optimizer step hooks
 emulated on an older torch; run with python -S so that the bootstrap does not install first).
+Suffixes: -threads (each forward of the model also runs its inner module on a second thread: a
+module call nested in another thread's outermost call, part of that forward, no step of its own),
+-fallback (the hooks count outermost calls in Python, as with a library that has no builtins for
+it; run with python -S too).
 
 The script knows where each of its allocations happens and writes that to EXPECT_JSON: for each
 allocation live at the peak, its size, the birth and death (phase, step) the snapshot must show
@@ -23,12 +27,14 @@ import importlib
 import json
 import os
 import sys
+import threading
 
 import torch
 
-VARIANT, EXPECT = sys.argv[1], sys.argv[2]
+VARIANT, EXPECT = sys.argv[1].split("-"), sys.argv[2]
+BASE, THREADS, FALLBACK = VARIANT[0], "threads" in VARIANT, "fallback" in VARIANT
 STEPS = 3
-MICRO = 2 if VARIANT == "accum" else 1
+MICRO = 2 if BASE == "accum" else 1
 RAISING_STEP = 1  # this step's optimizer raises once, after allocating
 
 
@@ -70,15 +76,21 @@ def emulate_torch2_optimizer_hooks():
     optimizer.Optimizer._hook_for_profile = patch_step_function
 
 
-if VARIANT == "torch2":
+if BASE == "torch2" or FALLBACK:
     # What the bootstrap would have done at start and after `import torch` (attached through
     # CUPTI, vramtap_lib loads the library CUDA_INJECTION64_PATH names, as the bootstrap does).
     import vramtap_lib
 
     vramtap_lib.library(ctypes.PyDLL).vramtap_python_install()
-    emulate_torch2_optimizer_hooks()
+    if BASE == "torch2":
+        emulate_torch2_optimizer_hooks()
     import vramtap_torch
 
+    if FALLBACK:
+        withheld = vramtap_torch._api[4:]
+        if len(withheld) != 2 or None in withheld:
+            sys.exit("the library has no builtins for outermost module calls to withhold")
+        vramtap_torch._api = vramtap_torch._api[:4] + (None, None)
     vramtap_torch.install()
 
 rt = ctypes.CDLL(os.path.join(os.environ["VT_STANDIN_DIR"], "libcudart.so.13"))
@@ -163,6 +175,10 @@ class Model(torch.nn.Module):
 
     def forward(self, x, fail=False):
         site("forward", "Model.forward")
+        if THREADS:
+            other = threading.Thread(target=self.inner, args=(x,))
+            other.start()
+            other.join()
         h = TapFunction.apply(self.inner(x))
         if fail:
             raise RuntimeError("forward fails on purpose")
@@ -210,7 +226,7 @@ def train_iteration(opt, sched, loss_fn):
     where["step"] += 1
 
 
-if VARIANT == "infer":
+if BASE == "infer":
     model.eval()
     for k in range(STEPS):
         with torch.no_grad():
@@ -245,7 +261,7 @@ allocating = False
 first = {}
 for entry in keep:
     first.setdefault(entry[1]["what"], entry)
-if VARIANT == "infer":
+if BASE == "infer":
     free_in["forward"] = [first["Model.forward"]]
     with torch.no_grad():
         model(x)
@@ -259,7 +275,7 @@ else:
     free(first["after the failed forward"], "other")
 
 expect["steps"] = where["step"]
-expect["phase_markers"] = VARIANT != "infer"
+expect["phase_markers"] = BASE != "infer"
 expect["allocations"].sort(key=lambda r: r["size"])
 with open(EXPECT, "w") as f:
     json.dump(expect, f, indent=1)

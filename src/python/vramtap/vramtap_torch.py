@@ -58,17 +58,20 @@ def _load_api():
         calls = make()
         begin, end, mark = (calls[name] for name in ("vramtap_phase_begin", "vramtap_phase_end",
                                                       "vramtap_step_mark"))
+        enter, leave = (calls.get(name) for name in ("vramtap_forward_enter",
+                                                      "vramtap_forward_exit"))
     except (AttributeError, ValueError, KeyError, TypeError):  # an older library, no CPython API
-        pass
-    return (begin, end, mark, note_oom)
+        enter = leave = None
+    return (begin, end, mark, note_oom, enter, leave)
 
 
 _api = _load_api()
 _EUNKNOWN = -1
 
 _lock = threading.Lock()
-# Outermost module calls running now, all threads together: a call made while another thread's
-# outermost call runs (DataParallel replicas) is part of that one.
+# Outermost module calls running now, all threads together, where the library has no builtins
+# that count them: a call made while another thread's outermost call runs (DataParallel
+# replicas) is part of that one.
 _outer_calls = 0
 # While False, each outermost module call ends a step (inference has no optimizer to count).
 # Constructing an optimizer or calling step() hands the counting over.
@@ -212,6 +215,8 @@ def _install_forward(torch, compiling):
     # for hook-free modules, and torch.compile(module) warns about global hooks.
     is_grad_enabled = torch.is_grad_enabled
     call = torch.nn.Module.__call__
+    enter = _api[4] or _outermost_begin
+    leave = _api[5] or _outermost_end
     paths = _paths
     cell = paths.cell if paths else None
     allocs = paths.allocs if paths else None
@@ -241,7 +246,9 @@ def _install_forward(torch, compiling):
             return out
         _tls.inside_module_call = True
         grad = is_grad_enabled()
-        opened = _outermost_begin(grad)
+        if _open_steps:
+            _close_abandoned_steps()
+        opened = enter(grad)
         if opened:
             vramtap_identity.note_forward(self, args, kwargs)
         made = allocs.value if paths else 0
@@ -258,35 +265,35 @@ def _install_forward(torch, compiling):
             if paths:
                 cell.value = prev
             _tls.inside_module_call = False
-            _outermost_end(opened)
+            leave(opened)
+            if opened is not None and not _steps_counted_elsewhere:
+                _api[2]()
 
     torch.nn.Module.__call__ = __call__
     _wrappers[0] = __call__
 
 
 def _outermost_begin(grad_enabled):
-    """Returns None for a call nested in another thread's, else whether it opened a forward."""
+    """The library's vramtap_forward_enter, in Python: None for a call nested in another
+    thread's, else whether it opened a forward."""
     global _outer_calls
     with _lock:
         _outer_calls += 1
         first = _outer_calls == 1
     if not first:
         return None
-    if _open_steps:
-        _close_abandoned_steps()
     # Under no_grad or inference_mode a module call builds nothing for backward: evaluation,
     # not a training forward.
     return grad_enabled and _begin(b"forward") != _EUNKNOWN
 
 
 def _outermost_end(opened):
+    """The library's vramtap_forward_exit, in Python."""
     global _outer_calls
     with _lock:
         _outer_calls -= 1
     if opened:
         _end(b"forward")
-    if opened is not None and not _steps_counted_elsewhere:
-        _api[2]()
 
 
 def _phase_wrapper(fn, name, compiling, note=None):
