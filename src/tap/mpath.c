@@ -13,7 +13,7 @@
 _Static_assert(VRAMTAP_MODULE_RECOMPUTED == VT_MPATH_RECOMPUTED, "one recomputation bit");
 
 _Atomic uint32_t vramtap_module_current;
-uint32_t vramtap_module_allocs;
+_Atomic uint32_t vramtap_module_allocs;
 
 typedef struct {
     UT_hash_handle hh;

@@ -19,8 +19,9 @@
  * (activation checkpointing). */
 extern VT_EXPORT _Atomic uint32_t vramtap_module_current;
 /* Device allocations recorded so far (wrapping): the hooks read it to tell whether a module's
- * call made device memory, and give its outputs a backward hook only then. */
-extern VT_EXPORT uint32_t vramtap_module_allocs;
+ * call made device memory, and give its outputs a backward hook only then. Written under the
+ * state lock, read by any thread without it. */
+extern VT_EXPORT _Atomic uint32_t vramtap_module_allocs;
 
 /* Backward calls running (the hooks count them): a module call then is a recomputation. */
 extern VT_EXPORT _Atomic uint32_t vramtap_module_backward;
@@ -45,7 +46,9 @@ static inline void vt_mpath_look(void)
 /* The path of an allocation being recorded (state lock held), which it counts. */
 static inline uint32_t vt_mpath_birth(void)
 {
-    vramtap_module_allocs++;
+    atomic_store_explicit(&vramtap_module_allocs,
+                          atomic_load_explicit(&vramtap_module_allocs, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     uint64_t looked = vt_mpath_looked;
     if (looked) {
         vt_mpath_looked = 0;

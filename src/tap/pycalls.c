@@ -1,10 +1,11 @@
 /* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, an
- * outermost module call's enter and exit, the backward hooks that make a module current), as
- * Python builtins: through ctypes each cost about 2,500 instructions, most of them ctypes' own
- * (argument conversion, libffi). The phase and step calls let go of the GIL while the library
+ * outermost module call's enter and exit, a module call's question whether it is nested in one,
+ * the backward hooks that make a module current), as Python builtins: through ctypes each cost
+ * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). The phase and step calls let go of the GIL while the library
  * works, as a ctypes call does: ending an optimizer phase may write an interim snapshot. */
 #include <stdatomic.h>
 
+#include "mpath.h"
 #include "phase.h"
 #include "pyapi.h"
 #include "table.h"
@@ -50,6 +51,10 @@ static py_object *on_mark(py_object *self, py_object *const *args, py_ssize_t na
  * holder, rather than under a Python lock: taking and letting go of one cost more than the rest of
  * the outermost call's bookkeeping. */
 static _Atomic int outer_calls;
+/* Whether the calling thread runs an outermost module call (from forward_enter to forward_exit):
+ * each module call asks on entry, and one builtin call costs less than a Python thread-local's
+ * lookup and a ctypes read of the allocation count. */
+static VT_TLS int in_module_call;
 
 /* forward_enter(grad): None for a call nested in another thread's outermost call, else whether
  * it began a forward: only with grad (under no_grad or inference_mode a module call builds nothing
@@ -60,6 +65,7 @@ static py_object *on_forward_enter(py_object *self, py_object *const *args, py_s
     long grad = py->LongAsLong(nargs == 1 ? args[0] : py->none);
     if (grad == -1)
         return NULL; /* TypeError, set by PyLong_AsLong */
+    in_module_call = 1;
     if (atomic_fetch_add(&outer_calls, 1) > 0) {
         py->IncRef(py->none);
         return py->none;
@@ -80,6 +86,7 @@ static py_object *on_forward_exit(py_object *self, py_object *const *args, py_ss
     long began = opened == py->none ? 0 : py->LongAsLong(opened ? opened : py->none);
     if (began == -1)
         return NULL;
+    in_module_call = 0;
     atomic_fetch_sub(&outer_calls, 1);
     if (began) {
         void *ts = py->SaveThread();
@@ -88,6 +95,19 @@ static py_object *on_forward_exit(py_object *self, py_object *const *args, py_ss
     }
     py->IncRef(py->none);
     return py->none;
+}
+
+/* module_nested(): None where the calling thread runs no outermost module call, else the count of
+ * device allocations recorded so far (vramtap_module_allocs), to compare once the call returns. */
+static py_object *on_module_nested(py_object *self, py_object *const *args, py_ssize_t nargs)
+{
+    (void)self, (void)args, (void)nargs;
+    if (!in_module_call) {
+        py->IncRef(py->none);
+        return py->none;
+    }
+    return py->LongFromLong(
+        (long)atomic_load_explicit(&vramtap_module_allocs, memory_order_relaxed));
 }
 
 /* A tensor hook: makes module path `self` (an int) current. Autograd calls it with the gradient
@@ -124,6 +144,7 @@ static py_method_def defs[] = {
     {"vramtap_step_mark", on_mark, PY_METH_FASTCALL, NULL},
     {"vramtap_forward_enter", on_forward_enter, PY_METH_FASTCALL, NULL},
     {"vramtap_forward_exit", on_forward_exit, PY_METH_FASTCALL, NULL},
+    {"vramtap_module_nested", on_module_nested, PY_METH_FASTCALL, NULL},
 };
 
 /* Through ctypes.PyDLL (the GIL held): a dict of the builtins by their functions' names (a new

@@ -24,15 +24,17 @@ MiB = 1 << 20
 LEAVES = ["enc.layers.%d.%s" % (k, m) for k in range(3) for m in ("attn", "mlp")] + ["head"]
 
 
-def run(variant, followed=False):
+def run(variant, followed=False, builtins=True):
     """Runs the workload; followed: with Python frames followed call by call (a layout forced
-    to mismatch), where the hooks keep the current module themselves."""
-    name = variant + (" followed" if followed else "")
+    to mismatch), where the hooks keep the current module themselves; without builtins: the
+    hooks call the library through ctypes and tell nested module calls in Python."""
+    name = variant + (" followed" if followed else "") + ("" if builtins else " no builtins")
     out = os.path.join(tmp, name)
     expect_path = os.path.join(tmp, name + ".expect.json")
     p = subprocess.run([CLI, "run", "--out", out, "--", PYTHON,
                         os.path.join(HERE, "modules_workload.py"), variant, expect_path],
-                       env=dict(env, VRAMTAP_TEST_PYFRAMES_SKEW="1" if followed else "0"),
+                       env=dict(env, VRAMTAP_TEST_PYFRAMES_SKEW="1" if followed else "0",
+                                VRAMTAP_TEST_NO_BUILTINS="0" if builtins else "1"),
                        capture_output=True, text=True, timeout=300)
     variant = name
     snaps = sorted(glob.glob(os.path.join(out, "vramtap.*.json")))
@@ -106,6 +108,9 @@ for variant in ("plain", "checkpoint"):
     snap, expect, dev = run(variant, followed=True)
     check(python_frames(snap) == "followed", variant + ": frames followed", python_frames(snap))
     check_bill(variant + " followed", expect, dev)
+    for followed in (False, True):
+        snap, expect, dev = run(variant, followed, builtins=False)
+        check_bill(variant + (" followed" if followed else "") + " no builtins", expect, dev)
 for followed in (False, True):
     _, unlisted_expect, unlisted_dev = run("unlisted", followed)
     check(unlisted_expect["modules"]["enc.Block"]["saved_for_backward"] == 7 * MiB,

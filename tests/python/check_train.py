@@ -21,15 +21,16 @@ require_python_under_sanitizer()
 expect_path = os.path.join(tempfile.mkdtemp(prefix="vt-py-"), "expect.json")
 command = [PYTHON, os.path.join(HERE, "train_workload.py"), variant, expect_path]
 env = None
-if variant.startswith("torch2") or variant.endswith("-fallback"):
-    # -S keeps the bootstrap from hooking torch before the workload has emulated torch 2's API
-    # or withheld the library's builtins; torch and vramtap_torch are then found through
-    # PYTHONPATH.
+if variant == "torch2":
+    # -S keeps the bootstrap from hooking torch before the workload has emulated torch 2's API;
+    # torch and vramtap_torch are then found through PYTHONPATH.
     import importlib.util
 
     torch_parent = os.path.dirname(os.path.dirname(importlib.util.find_spec("torch").origin))
     command.insert(1, "-S")
     env = clean_env(PYTHONPATH=BOOTSTRAP + ":" + torch_parent)
+elif variant.endswith("-fallback"):
+    env = clean_env(VRAMTAP_TEST_NO_BUILTINS="1")
 p, snaps = vramtap_run(command, run_args, env=env)
 if not check(p.returncode == 0 and len(snaps) == 1, "workload ran and wrote one snapshot",
              "%d snapshots, %s" % (len(snaps), show(p))):

@@ -9,8 +9,8 @@ optimizer, forwards under no_grad), torch2 (train, with torch >= 2.0's global op
 emulated on an older torch; run with python -S so that the bootstrap does not install first).
 Suffixes: -threads (each forward of the model also runs its inner module on a second thread: a
 module call nested in another thread's outermost call, part of that forward, no step of its own),
--fallback (the hooks count outermost calls in Python, as with a library that has no builtins for
-it; run with python -S too).
+-fallback (run with VRAMTAP_TEST_NO_BUILTINS=1: the hooks call the library through ctypes and
+count outermost calls and tell nested ones in Python, as with a library without builtins).
 
 The script knows where each of its allocations happens and writes that to EXPECT_JSON: for each
 allocation live at the peak, its size, the birth and death (phase, step) the snapshot must show
@@ -76,22 +76,18 @@ def emulate_torch2_optimizer_hooks():
     optimizer.Optimizer._hook_for_profile = patch_step_function
 
 
-if BASE == "torch2" or FALLBACK:
+if BASE == "torch2":
     # What the bootstrap would have done at start and after `import torch` (attached through
     # CUPTI, vramtap_lib loads the library CUDA_INJECTION64_PATH names, as the bootstrap does).
     import vramtap_lib
 
     vramtap_lib.library(ctypes.PyDLL).vramtap_python_install()
-    if BASE == "torch2":
-        emulate_torch2_optimizer_hooks()
+    emulate_torch2_optimizer_hooks()
     import vramtap_torch
 
-    if FALLBACK:
-        withheld = vramtap_torch._api[4:]
-        if len(withheld) != 2 or None in withheld:
-            sys.exit("the library has no builtins for outermost module calls to withhold")
-        vramtap_torch._api = vramtap_torch._api[:4] + (None, None)
     vramtap_torch.install()
+if FALLBACK != (sys.modules["vramtap_torch"]._api[4] is None):
+    sys.exit("the hooks %s the library's builtins" % ("use" if FALLBACK else "lack"))
 
 rt = ctypes.CDLL(os.path.join(os.environ["VT_STANDIN_DIR"], "libcudart.so.13"))
 rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]

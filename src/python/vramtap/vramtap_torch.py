@@ -50,19 +50,25 @@ def _load_api():
             fn.restype = ctypes.c_int
     if not is_loaded():
         return None
-    # The same three as builtins of the library, which cost a tenth of a ctypes call.
+    # The same three as builtins of the library, which cost a tenth of a ctypes call. Tests
+    # withhold them (VRAMTAP_TEST_NO_BUILTINS) to run the hooks as with an older library.
     try:
+        if os.environ.get("VRAMTAP_TEST_NO_BUILTINS", "0") != "0":
+            raise AttributeError("withheld")
         make = vramtap_lib.library(ctypes.PyDLL).vramtap_python_calls
         make.argtypes = []
         make.restype = ctypes.py_object
         calls = make()
         begin, end, mark = (calls[name] for name in ("vramtap_phase_begin", "vramtap_phase_end",
                                                       "vramtap_step_mark"))
-        enter, leave = (calls.get(name) for name in ("vramtap_forward_enter",
-                                                      "vramtap_forward_exit"))
+        enter, leave, nested = (calls.get(name) for name in ("vramtap_forward_enter",
+                                                              "vramtap_forward_exit",
+                                                              "vramtap_module_nested"))
     except (AttributeError, ValueError, KeyError, TypeError):  # an older library, no CPython API
-        enter = leave = None
-    return (begin, end, mark, note_oom, enter, leave)
+        enter = leave = nested = None
+    if None in (enter, leave, nested):  # they keep one thread-local between them: all or none
+        enter = leave = nested = None
+    return (begin, end, mark, note_oom, enter, leave, nested)
 
 
 _api = _load_api()
@@ -217,23 +223,25 @@ def _install_forward(torch, compiling):
     call = torch.nn.Module.__call__
     enter = _api[4] or _outermost_begin
     leave = _api[5] or _outermost_end
+    # nested(): None outside an outermost module call on this thread, else the library's count
+    # of device allocations, which tells whether a call made device memory
+    nested = _api[6] or _nested
     paths = _paths
     cell = paths.cell if paths else None
-    allocs = paths.allocs if paths else None
 
     @functools.wraps(call)
     def __call__(self, *args, **kwargs):
-        # The compiler must not trace the thread-local read: ask it first.
+        # The compiler must not trace the call into the library: ask it first.
         if compiling and compiling():
             return call(self, *args, **kwargs)
-        if _tls.inside_module_call:
+        made = nested()
+        if made is not None:
             if paths is None:
                 return call(self, *args, **kwargs)
-            made = allocs.value
             if paths.frames:
                 # the library reads the module of an allocation from this frame's `self`
                 out = call(self, *args, **kwargs)
-                if allocs.value != made and is_grad_enabled():
+                if nested() != made and is_grad_enabled():
                     paths.hook_module_outputs(self, out)
                 return out
             prev, pid = paths.enter(self)
@@ -241,21 +249,20 @@ def _install_forward(torch, compiling):
                 out = call(self, *args, **kwargs)
             finally:
                 cell.value = prev
-            if allocs.value != made and is_grad_enabled():
+            if nested() != made and is_grad_enabled():
                 paths.hook_outputs(out, pid)
             return out
-        _tls.inside_module_call = True
         grad = is_grad_enabled()
         if _open_steps:
             _close_abandoned_steps()
         opened = enter(grad)
         if opened:
             vramtap_identity.note_forward(self, args, kwargs)
-        made = allocs.value if paths else 0
+        made = nested()
         prev = paths.enter_root(self) if paths else 0
         try:
             out = call(self, *args, **kwargs)
-            if paths and grad and allocs.value != made:
+            if paths and grad and nested() != made:
                 paths.hook_outputs(out, cell.value)
             return out
         except BaseException as e:
@@ -264,7 +271,6 @@ def _install_forward(torch, compiling):
         finally:
             if paths:
                 cell.value = prev
-            _tls.inside_module_call = False
             leave(opened)
             if opened is not None and not _steps_counted_elsewhere:
                 _api[2]()
@@ -273,10 +279,18 @@ def _install_forward(torch, compiling):
     _wrappers[0] = __call__
 
 
+def _nested():
+    """The library's vramtap_module_nested, in Python."""
+    if not _tls.inside_module_call:
+        return None
+    return _paths.allocs.value if _paths else 0
+
+
 def _outermost_begin(grad_enabled):
     """The library's vramtap_forward_enter, in Python: None for a call nested in another
     thread's, else whether it opened a forward."""
     global _outer_calls
+    _tls.inside_module_call = True
     with _lock:
         _outer_calls += 1
         first = _outer_calls == 1
@@ -290,6 +304,7 @@ def _outermost_begin(grad_enabled):
 def _outermost_end(opened):
     """The library's vramtap_forward_exit, in Python."""
     global _outer_calls
+    _tls.inside_module_call = False
     with _lock:
         _outer_calls -= 1
     if opened:
