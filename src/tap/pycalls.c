@@ -1,8 +1,9 @@
 /* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, an
  * outermost module call's enter and exit, a module call's question whether it is nested in one,
  * the backward hooks that make a module current), as Python builtins: through ctypes each cost
- * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). The phase and step calls let go of the GIL while the library
- * works, as a ctypes call does: ending an optimizer phase may write an interim snapshot. */
+ * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). The phase and
+ * step calls let go of the GIL while the library works, as a ctypes call does: ending an optimizer
+ * phase may write an interim snapshot. */
 #include <stdatomic.h>
 
 #include "mpath.h"
