@@ -258,7 +258,7 @@ def _install_forward(torch, compiling):
         opened = enter(grad)
         if opened:
             vramtap_identity.note_forward(self, args, kwargs)
-        made = nested()
+        made = nested() if paths else 0
         prev = paths.enter_root(self) if paths else 0
         try:
             out = call(self, *args, **kwargs)
