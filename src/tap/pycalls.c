@@ -1,9 +1,11 @@
 /* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, an
  * outermost module call's enter and exit, a module call's question whether it is nested in one,
  * the backward hooks that make a module current), as Python builtins: through ctypes each cost
- * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). The phase and
- * step calls let go of the GIL while the library works, as a ctypes call does: ending an optimizer
- * phase may write an interim snapshot. */
+ * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). Only the calls
+ * that may write an interim snapshot (ending an optimizer phase, a step mark) let go of the GIL, as
+ * a ctypes call does. The others keep it: the books' lock they take is never held by a thread that
+ * waits for the GIL, and letting go hands the GIL to any thread waiting for it (a data loader's),
+ * which the training thread must then wait out, at every phase boundary. */
 #include <stdatomic.h>
 
 #include "mpath.h"
@@ -14,28 +16,35 @@
 
 static const py_api *py;
 
-/* fn(NAME) for a bytes NAME; with the GIL let go around it. */
-static py_object *named(int (*fn)(const char *), py_object *const *args, py_ssize_t nargs)
+/* The phase named by a bytes NAME (-1 when unknown), or -2 with a TypeError set. */
+static int phase_named(py_object *const *args, py_ssize_t nargs)
 {
     const char *name = py->BytesAsString(nargs == 1 ? args[0] : py->none);
-    if (!name)
-        return NULL; /* TypeError, set by PyBytes_AsString */
-    void *ts = py->SaveThread();
-    int rc = fn(name);
-    py->RestoreThread(ts);
-    return py->LongFromLong(rc);
+    return name ? vt_phase_lookup(name) : -2;
 }
 
 static py_object *on_begin(py_object *self, py_object *const *args, py_ssize_t nargs)
 {
     (void)self;
-    return named(vramtap_phase_begin, args, nargs);
+    int phase = phase_named(args, nargs);
+    if (phase == -2)
+        return NULL;
+    return py->LongFromLong(phase < 0 ? VRAMTAP_EUNKNOWN : vt_phase_begin(phase));
 }
 
 static py_object *on_end(py_object *self, py_object *const *args, py_ssize_t nargs)
 {
     (void)self;
-    return named(vramtap_phase_end, args, nargs);
+    int phase = phase_named(args, nargs);
+    if (phase == -2)
+        return NULL;
+    if (phase < 0)
+        return py->LongFromLong(VRAMTAP_EUNKNOWN);
+    void *ts = phase == VT_PHASE_OPTIMIZER ? py->SaveThread() : NULL;
+    int rc = vt_phase_end(phase);
+    if (ts)
+        py->RestoreThread(ts);
+    return py->LongFromLong(rc);
 }
 
 static py_object *on_mark(py_object *self, py_object *const *args, py_ssize_t nargs)
@@ -71,11 +80,8 @@ static py_object *on_forward_enter(py_object *self, py_object *const *args, py_s
         py->IncRef(py->none);
         return py->none;
     }
-    if (grad) {
-        void *ts = py->SaveThread();
+    if (grad)
         vt_phase_begin(VT_PHASE_FORWARD);
-        py->RestoreThread(ts);
-    }
     return py->LongFromLong(grad != 0);
 }
 
@@ -89,11 +95,8 @@ static py_object *on_forward_exit(py_object *self, py_object *const *args, py_ss
         return NULL;
     in_module_call = 0;
     atomic_fetch_sub(&outer_calls, 1);
-    if (began) {
-        void *ts = py->SaveThread();
+    if (began)
         vt_phase_end(VT_PHASE_FORWARD);
-        py->RestoreThread(ts);
-    }
     py->IncRef(py->none);
     return py->none;
 }
