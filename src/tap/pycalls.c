@@ -1,16 +1,19 @@
 /* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, an
  * outermost module call's enter and exit, a module call's question whether it is nested in one,
  * the backward hooks that make a module current), as Python builtins: through ctypes each cost
- * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). Only the calls
- * that may write an interim snapshot (ending an optimizer phase, a step mark) let go of the GIL, as
- * a ctypes call does. The others keep it: the books' lock they take is never held by a thread that
- * waits for the GIL, and letting go hands the GIL to any thread waiting for it (a data loader's),
- * which the training thread must then wait out, at every phase boundary. */
+ * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). Only a call
+ * that may write an interim snapshot (ending an optimizer phase or a step mark, while a peak rose
+ * since the last one) lets go of the GIL, as a ctypes call does. The others keep it: the books'
+ * lock they take is never held by a thread that waits for the GIL, and letting go hands the GIL
+ * to any thread waiting for it (a data loader's), which the training thread must then wait out,
+ * at every phase boundary. A peak that rises on another thread between the look and the step
+ * boundary gets its file written with the GIL held: other Python threads wait, nothing blocks. */
 #include <stdatomic.h>
 
 #include "mpath.h"
 #include "phase.h"
 #include "pyapi.h"
+#include "snapshot.h"
 #include "table.h"
 #include "vramtap.h"
 
@@ -40,7 +43,8 @@ static py_object *on_end(py_object *self, py_object *const *args, py_ssize_t nar
         return NULL;
     if (phase < 0)
         return py->LongFromLong(VRAMTAP_EUNKNOWN);
-    void *ts = phase == VT_PHASE_OPTIMIZER ? py->SaveThread() : NULL;
+    void *ts =
+        phase == VT_PHASE_OPTIMIZER && vt_snapshot_interim_may_write() ? py->SaveThread() : NULL;
     int rc = vt_phase_end(phase);
     if (ts)
         py->RestoreThread(ts);
@@ -50,9 +54,10 @@ static py_object *on_end(py_object *self, py_object *const *args, py_ssize_t nar
 static py_object *on_mark(py_object *self, py_object *const *args, py_ssize_t nargs)
 {
     (void)self, (void)args, (void)nargs;
-    void *ts = py->SaveThread();
+    void *ts = vt_snapshot_interim_may_write() ? py->SaveThread() : NULL;
     int rc = vramtap_step_mark();
-    py->RestoreThread(ts);
+    if (ts)
+        py->RestoreThread(ts);
     return py->LongFromLong(rc);
 }
 

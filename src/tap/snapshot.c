@@ -638,20 +638,39 @@ void vt_snapshot_write_exit(void)
     write_file(0, 1, "exit", NULL);
 }
 
+/* Each device's peak when the last interim file was written. */
+static uint64_t written_peak[VT_MAX_DEVICES];
+
+/* Lock held. */
+static int peak_rose_locked(void)
+{
+    int rose = 0;
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        rose |= vt_state.dev[d].peak > written_peak[d];
+    return rose;
+}
+
+int vt_snapshot_interim_may_write(void)
+{
+    if (!vt_cfg.interim_s)
+        return 0;
+    vt_lock();
+    int rose = peak_rose_locked();
+    vt_unlock();
+    return rose;
+}
+
 void vt_snapshot_write_interim(void)
 {
-    static uint64_t written_peak[VT_MAX_DEVICES];
     static double last;
     static int written;
     if (!vt_cfg.interim_s)
         return;
     double now = vt_mono_seconds();
-    int rose = 0;
     vt_lock();
     /* Peaks stop rising after the first steps: then nothing more is written. The first few
      * steps, where the peak is usually reached, are written at once. */
-    for (int d = 0; d < VT_MAX_DEVICES; d++)
-        rose |= vt_state.dev[d].peak > written_peak[d];
+    int rose = peak_rose_locked();
     int due = rose && (written < INTERIM_AT_ONCE || now - last >= vt_cfg.interim_s);
     if (due) {
         last = now;

@@ -12,6 +12,9 @@ VT_HIDDEN void vt_snapshot_write_exit(void);
  * by SIGTERM or SIGKILL (a time limit, torchrun tearing down its workers) never reaches exit; it
  * leaves this. */
 VT_HIDDEN void vt_snapshot_write_interim(void);
+/* Whether the next step boundary may write an interim file: a device's peak rose since the last
+ * one. A caller that holds the GIL lets go of it only then. */
+VT_HIDDEN int vt_snapshot_interim_may_write(void);
 /* vramtap.<prog>.<host>[.r<rank>].<pid>.oom<n>.json for out-of-memory event n (1-based). */
 VT_HIDDEN void vt_snapshot_write_oom(int n);
 

@@ -1,7 +1,9 @@
 """Run by check_gil.py under `vramtap run`: another Python thread counts while this one makes
-20,000 forward and backward phase calls through the library's builtins, with a switch interval
-so long that the other thread runs only when this one lets go of the GIL. Prints the other
-thread's count before the calls, after them, and after a sleep (which lets go)."""
+20,000 forward and backward phase calls through the library's builtins, then 20,000 optimizer
+phases and step marks (no device memory: no peak rose, no interim snapshot is due), with a
+switch interval so long that the other thread runs only when this one lets go of the GIL.
+Prints the other thread's count before the calls, after each kind, and after a sleep (which
+lets go)."""
 
 import sys
 import threading
@@ -9,7 +11,7 @@ import time
 
 import vramtap_torch
 
-begin, end, _mark, _note_oom, enter, leave, _nested = vramtap_torch._api
+begin, end, mark, _note_oom, enter, leave, _nested = vramtap_torch._api
 if enter is None:
     sys.exit("the library's builtins are missing")
 sys.setswitchinterval(1000)
@@ -31,6 +33,11 @@ for _ in range(20000):
     begin(b"backward")
     end(b"backward")
 after = ran[0]
+for _ in range(20000):
+    begin(b"optimizer")
+    end(b"optimizer")
+    mark()
+steps = ran[0]
 time.sleep(0.05)
 stop[0] = True
-print(before, after, ran[0])
+print(before, after, steps, ran[0])
