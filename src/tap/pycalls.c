@@ -19,28 +19,26 @@
 
 static const py_api *py;
 
-/* The phase named by a bytes NAME (-1 when unknown), or -2 with a TypeError set. */
-static int phase_named(py_object *const *args, py_ssize_t nargs)
+/* The bytes NAME argument, or NULL with a TypeError set (by PyBytes_AsString). */
+static const char *name_arg(py_object *const *args, py_ssize_t nargs)
 {
-    const char *name = py->BytesAsString(nargs == 1 ? args[0] : py->none);
-    return name ? vt_phase_lookup(name) : -2;
+    return py->BytesAsString(nargs == 1 ? args[0] : py->none);
 }
 
 static py_object *on_begin(py_object *self, py_object *const *args, py_ssize_t nargs)
 {
     (void)self;
-    int phase = phase_named(args, nargs);
-    if (phase == -2)
-        return NULL;
-    return py->LongFromLong(phase < 0 ? VRAMTAP_EUNKNOWN : vt_phase_begin(phase));
+    const char *name = name_arg(args, nargs);
+    return name ? py->LongFromLong(vramtap_phase_begin(name)) : NULL;
 }
 
 static py_object *on_end(py_object *self, py_object *const *args, py_ssize_t nargs)
 {
     (void)self;
-    int phase = phase_named(args, nargs);
-    if (phase == -2)
+    const char *name = name_arg(args, nargs);
+    if (!name)
         return NULL;
+    int phase = vt_phase_lookup(name);
     if (phase < 0)
         return py->LongFromLong(VRAMTAP_EUNKNOWN);
     void *ts =
