@@ -1,6 +1,8 @@
 #include "identity.h"
 #include "peak.h"
 
+VT_HIDDEN _Atomic uint64_t vt_peak_rises;
+
 /* The records kept for the old peak are not part of the new one. Their room stays, for the
  * next; only labelled ones are visited (each record enters the list once: O(1) amortised). */
 static void release_dead(vt_device *d)
@@ -21,6 +23,9 @@ int vt_peak_note_alloc(vt_device *d, const vt_mark *birth)
     if (d->live <= d->peak)
         return 0;
     d->peak = d->live;
+    atomic_store_explicit(&vt_peak_rises,
+                          atomic_load_explicit(&vt_peak_rises, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     d->peak_seq = birth->seq;
     d->peak_time = birth->time;
     d->peak_phase = birth->phase;

@@ -11,6 +11,9 @@
 /* An allocation born at `birth` joined d's live set (d->live already counts it): 1 when it set a
  * new peak. */
 VT_HIDDEN int vt_peak_note_alloc(vt_device *d, const vt_mark *birth);
+/* How many times any device's peak rose: written with the state lock held, read without it
+ * (by the look before a step boundary that may write an interim file). */
+extern VT_HIDDEN _Atomic uint64_t vt_peak_rises;
 /* `r` left d's live set at `death`: 1 when the peak keeps a copy of it (vt_dead; `copied` as
  * there), so that its labels must stay. */
 VT_HIDDEN int vt_peak_note_free(vt_device *d, const vt_rec *r, const vt_mark *death,
