@@ -660,7 +660,8 @@ void vt_snapshot_write_interim(void)
 {
     static double last;
     static int written;
-    if (!vt_cfg.interim_s)
+    /* most step boundaries, once the peaks have stopped rising: no lock, no clock */
+    if (!vt_cfg.interim_s || !peak_rose())
         return;
     double now = vt_mono_seconds();
     vt_lock();
