@@ -68,12 +68,12 @@ static size_t records_bound(void)
 
 /* Allocated and touched before the lock is taken, so that the copy under it is a copy and
  * not a page fault per record. */
-static int reserve(frozen *fz, size_t nrecs, size_t nspans, size_t nhistory)
+static int reserve(frozen *fz, size_t nrecs, size_t nspans, size_t nhistory, size_t nstubs)
 {
     free(fz->recs);
     free(fz->spans);
     vt_history_copy_free(fz->history);
-    fz->history = vt_history_copy_new(nhistory);
+    fz->history = vt_history_copy_new(nhistory, nstubs);
     fz->caprecs = nrecs + nrecs / 8 + 64;
     fz->recs = malloc(fz->caprecs * sizeof *fz->recs);
     fz->spans = malloc((nspans + 8) * sizeof *fz->spans);
@@ -265,9 +265,9 @@ int vt_freeze(frozen *fz, const vt_oom *oom, int may_skip)
     for (int attempt = 0; attempt < 8; attempt++) {
         vt_lock();
         size_t nrecs = records_bound(), nspans = vt_state.nspans;
-        size_t nhistory = vt_history_bound_locked();
+        size_t nstubs, nhistory = vt_history_bound_locked(&nstubs);
         vt_unlock();
-        if (reserve(fz, nrecs, nspans, nhistory))
+        if (reserve(fz, nrecs, nspans, nhistory, nstubs))
             return -1;
         int steps = oom ? 0 : freeze_in_steps(fz, nspans + 8);
         if (steps == 0 && may_skip)

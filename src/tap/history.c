@@ -3,10 +3,14 @@
  * progress. Keeping or dropping the step in progress, and releasing a peak step a newer one
  * replaced, move events only at step boundaries.
  *
- * Recording writes memory no cache holds yet, so an event is as short as what it must say: an
- * allocation takes two units; its free one unit when the allocation's event is in the same
- * window (which windows keep or let go as a whole), three otherwise (the free then says
- * everything about its allocation). A pair of the common kind writes 96 bytes, not 160. */
+ * Recording writes memory no cache holds yet, so an event is as short as what it must say. An
+ * allocation takes one unit (STUB): its id, size and time; the rest of its birth (address,
+ * marks, site, module path) is in its record while it lives, and is written when it dies: by
+ * its free, two units, when the allocation's event is in the same window (which windows keep
+ * or let go as a whole); else by a free of three units that says everything about its
+ * allocation, and in the late deaths, which outlast the free's window. A copy for a file takes
+ * the rest of the birth of the allocations still alive from their records. A pair of the common
+ * kind writes 96 bytes, and an allocation that stays 32 (it wrote 64). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -22,18 +26,18 @@
 enum {
     PHASE_BITS = 3,
     FREED = 1 << 6,
-    MARKED = 1 << 7, /* a free: its allocation's event was in a kept window then */
+    MARKED = 1 << 7, /* a free: its allocation's event was in an earlier window then */
     GONE = 1 << 7    /* an allocation: freed since (its record may be another's now) */
 };
 
-/* An event's length in units, in its head. */
-enum { SHORT_FREE = 1, ALLOC = 2, WHOLE_FREE = 3 };
+/* An event's length in units, in its head, says its kind. */
+enum { STUB = 1, SAME_FREE = 2, WHOLE_FREE = 3 };
 
 /* The first 8 bytes of every event. */
 typedef struct {
     uint32_t ref;  /* an allocation: its record's arena index + 1, to unmark the record when the
-                      event is let go (compared by id); a short free: how many units back its
-                      allocation's event is */
+                      event is let go (compared by id); a free of two units: how many units
+                      back its allocation's event is */
     uint8_t flags; /* the birth's phase, the death's phase, FREED, MARKED or GONE */
     uint8_t units;
     int8_t device;
@@ -46,8 +50,22 @@ typedef struct {
     uint32_t step, instance;
 } vt_when;
 
-/* An allocation (its first two units), or a free whose allocation's event is not in its
- * window (all three). */
+/* An allocation's event. */
+typedef struct {
+    head h;
+    uint64_t id, size, time;
+} hstub;
+
+/* The rest of a birth: what a stub leaves to its record. */
+typedef struct {
+    uintptr_t address;
+    uint64_t seq;
+    uint32_t step, instance, site;
+    uint8_t kind;
+    uint8_t mpath[3]; /* the module path at birth, as its record keeps it (vt_rec_mpath_pack) */
+} details;
+
+/* A free whose allocation's event is not in its window. */
 typedef struct {
     head h;
     uint64_t id, size;
@@ -63,13 +81,15 @@ typedef struct {
 typedef struct {
     head h;
     vt_when death;
-} hshort;
+    details birth;
+} hsame;
 
 typedef struct {
     uint64_t w[4];
 } unit;
 
-_Static_assert(sizeof(hshort) == sizeof(unit) && offsetof(hev, birth) == sizeof(unit) &&
+_Static_assert(sizeof(hstub) == sizeof(unit) && sizeof(details) == sizeof(unit) &&
+                   sizeof(hsame) == 2 * sizeof(unit) && offsetof(hev, birth) == sizeof(unit) &&
                    offsetof(hev, death) == 2 * sizeof(unit) && sizeof(hev) <= 3 * sizeof(unit),
                "events are whole units");
 _Static_assert(VT_MAX_DEVICES <= INT8_MAX && VT_PHASE_OTHER < (1 << PHASE_BITS),
@@ -101,11 +121,46 @@ static vt_mark unpack(const vt_when *m, unsigned phase)
                      .phase = (uint8_t)(phase & ((1u << PHASE_BITS) - 1))};
 }
 
-/* A free of an allocation whose event is kept, where the free itself is not. */
+/* A free of an allocation whose event is kept, where the free itself is not, with the rest of
+ * the allocation's birth (its event is a stub). */
 typedef struct {
     uint64_t id;
     vt_mark death;
+    details birth;
 } late_death;
+
+static details details_of_whole(const hev *e)
+{
+    details d = {.address = e->address,
+                 .seq = e->birth.seq,
+                 .step = e->birth.step,
+                 .instance = e->birth.instance,
+                 .site = e->site,
+                 .kind = e->kind};
+    memcpy(d.mpath, e->mpath, sizeof d.mpath);
+    return d;
+}
+
+/* A late death from a free of three units that its allocation's event is kept apart from. */
+static late_death late_of(const hev *e)
+{
+    return (late_death){e->id, unpack(&e->death, (unsigned)e->h.flags >> PHASE_BITS),
+                        details_of_whole(e)};
+}
+
+/* The rest of r's birth. Lock held. */
+static details details_of(const vt_rec *r)
+{
+    vt_mark b = vt_rec_birth(r);
+    details d = {.address = vt_rec_address(r),
+                 .seq = b.seq,
+                 .step = b.step,
+                 .instance = b.instance,
+                 .site = vt_rec_site(r),
+                 .kind = (uint8_t)vt_rec_kind(r)};
+    pack_mpath(d.mpath, vt_rec_mpath_pack(vt_rec_mpath(r)));
+    return d;
+}
 
 enum { WIN_FIRST, WIN_PEAK };
 
@@ -129,6 +184,7 @@ static struct {
     late_death *late;
     size_t used; /* units */
     size_t n, nlate;
+    size_t stubs; /* of allocations alive, whose records a copy reads */
     uint64_t dropped;
     int first_open;
     hwin first;
@@ -245,10 +301,10 @@ void vt_history_init(void)
     H.on = 1;
 }
 
-static void add_late(uint64_t id, const vt_mark *death)
+static void add_late(late_death d)
 {
     if (H.nlate < H.late_cap)
-        H.late[H.nlate++] = (late_death){id, *death};
+        H.late[H.nlate++] = d;
     else
         H.dropped++;
 }
@@ -271,12 +327,13 @@ static hwin *open_window(void)
     return w;
 }
 
-/* Writes allocation a's event at unit `at`: all but its ref and, for a free, its death. */
-static hev *put_allocation(size_t at, const frozen_rec *a, uint8_t units)
+/* Writes a free of three units for allocation a at unit `at`: all but its flags' death and its
+ * death. */
+static hev *put_whole(size_t at, const frozen_rec *a)
 {
     hev *e = (hev *)&H.u[at];
-    e->h =
-        (head){.flags = a->birth.phase, .units = units, .device = (int8_t)a->device, .api = a->api};
+    e->h = (head){
+        .flags = a->birth.phase, .units = WHOLE_FREE, .device = (int8_t)a->device, .api = a->api};
     e->id = a->id;
     e->size = a->size;
     e->address = a->address;
@@ -308,9 +365,18 @@ void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const frozen_rec *birth, i
     if (!w)
         return;
     size_t at = H.used;
-    put_allocation(at, birth, ALLOC)->h.ref = rec;
+    hstub *e = (hstub *)&H.u[at];
+    e->h = (head){.ref = rec,
+                  .flags = birth->birth.phase,
+                  .units = STUB,
+                  .device = (int8_t)birth->device,
+                  .api = birth->api};
+    e->id = birth->id;
+    e->size = birth->size;
+    e->time = birth->birth.time;
+    H.stubs++;
     vt_rec_set_hist(r, (uint32_t)at + 1);
-    added(w, ALLOC, birth->birth.time);
+    added(w, STUB, birth->birth.time);
 }
 
 void vt_history_free_locked(vt_rec *r, const vt_mark *death)
@@ -318,25 +384,28 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
     if (!H.on)
         return;
     size_t hist = vt_rec_hist(r);
-    if (hist)
+    if (hist) {
         head_at(hist - 1)->flags |= GONE;
+        H.stubs--;
+    }
     hwin *w = open_window();
     if (!w) {
         if (hist)
-            add_late(vt_rec_id(r), death);
+            add_late((late_death){vt_rec_id(r), *death, details_of(r)});
         return;
     }
     size_t at = H.used;
     uint8_t flags = (uint8_t)(death->phase << PHASE_BITS | FREED | (hist ? MARKED : 0));
     if (hist > w->first) {
-        hshort *e = (hshort *)&H.u[at];
-        e->h = (head){.ref = (uint32_t)(at - (hist - 1)), .flags = flags, .units = SHORT_FREE};
+        hsame *e = (hsame *)&H.u[at];
+        e->h = (head){.ref = (uint32_t)(at - (hist - 1)), .flags = flags, .units = SAME_FREE};
         e->death = pack(death);
-        added(w, SHORT_FREE, death->time);
+        e->birth = details_of(r);
+        added(w, SAME_FREE, death->time);
     } else {
         frozen_rec a;
         vt_rec_freeze(&a, r, vt_rec_address(r));
-        hev *e = put_allocation(at, &a, WHOLE_FREE);
+        hev *e = put_whole(at, &a);
         e->h.flags |= flags;
         e->death = pack(death);
         added(w, WHOLE_FREE, death->time);
@@ -346,8 +415,8 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
 /* The record of the allocation whose event is at unit i, while it is that allocation's. */
 static vt_rec *owner(size_t i)
 {
-    const hev *e = (const hev *)&H.u[i];
-    if (e->h.units != ALLOC || (e->h.flags & GONE))
+    const hstub *e = (const hstub *)&H.u[i];
+    if (e->h.units != STUB || (e->h.flags & GONE))
         return NULL;
     vt_rec *r = vt_arena_at(e->h.ref - 1);
     return vt_rec_id(r) == e->id ? r : NULL;
@@ -358,22 +427,27 @@ static void unmark(const hwin *w)
 {
     for (size_t i = w->first; i < w->first + w->units; i += head_at(i)->units) {
         vt_rec *r = owner(i);
-        if (r)
+        if (r) {
             vt_rec_set_hist(r, 0);
+            H.stubs--;
+        }
     }
+}
+
+/* Whether unit i holds the free of an allocation whose event is in an earlier window. */
+static int marked_whole(const unit *u, size_t i)
+{
+    const head *h = (const head *)&u[i];
+    return h->units == WHOLE_FREE && (h->flags & MARKED);
 }
 
 static void drop_step(void)
 {
     unmark(&H.cur);
-    for (size_t i = H.cur.first; i < H.used; i += head_at(i)->units) {
-        const hev *e = (const hev *)&H.u[i];
-        /* the free of an allocation kept in an earlier window must not be lost with the step */
-        if (e->h.units == WHOLE_FREE && (e->h.flags & MARKED) && e->birth.seq < H.cur.start_seq) {
-            vt_mark death = unpack(&e->death, (unsigned)e->h.flags >> PHASE_BITS);
-            add_late(e->id, &death);
-        }
-    }
+    /* the free of an allocation kept in an earlier window must not be lost with the step */
+    for (size_t i = H.cur.first; i < H.used; i += head_at(i)->units)
+        if (marked_whole(H.u, i))
+            add_late(late_of((const hev *)&H.u[i]));
     H.used = H.cur.first;
     H.n -= H.cur.n;
 }
@@ -439,7 +513,7 @@ void vt_history_reset_after_fork(void)
 {
     if (!H.on)
         return;
-    H.used = H.n = H.nlate = 0;
+    H.used = H.n = H.nlate = H.stubs = 0;
     H.dropped = 0;
     H.nkept = 0;
     uint64_t now = vt_clock();
@@ -465,7 +539,20 @@ typedef struct {
     int8_t device;
     uint8_t api, kind;
     uint8_t flags;
+    uint8_t whole; /* the birth's details are known */
 } wide;
+
+static void give_details(wide *w, const details *d)
+{
+    w->address = d->address;
+    w->birth.seq = d->seq;
+    w->birth.step = d->step;
+    w->birth.instance = d->instance;
+    w->site = d->site;
+    w->kind = d->kind;
+    w->mpath = unpack_mpath(d->mpath);
+    w->whole = 1;
+}
 
 static int freed(const wide *e)
 {
@@ -486,7 +573,9 @@ struct vt_history_copy {
     uint64_t dropped;
     unit *u;
     size_t used, cap; /* units */
-    wide *ev;         /* the events widened, window after window (vt_history_write) */
+    details *det;     /* the rest of the births of the stubs still alive, in the windows' order */
+    size_t ndet, det_cap;
+    wide *ev; /* the events widened, window after window (vt_history_write) */
     size_t n;
     late_death *late;
     size_t nlate, late_cap;
@@ -494,26 +583,30 @@ struct vt_history_copy {
     int nwin;
 };
 
-size_t vt_history_bound_locked(void)
+size_t vt_history_bound_locked(size_t *stubs)
 {
+    *stubs = H.stubs;
     return H.used + H.nlate;
 }
 
-vt_history_copy *vt_history_copy_new(size_t bound)
+vt_history_copy *vt_history_copy_new(size_t bound, size_t stubs)
 {
     vt_history_copy *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->cap = bound + bound / 8 + 64;
     c->late_cap = c->cap < H.late_cap ? c->cap : H.late_cap;
+    c->det_cap = stubs + stubs / 8 + 64;
     c->u = malloc(c->cap * sizeof *c->u);
+    c->det = malloc(c->det_cap * sizeof *c->det);
     c->late = malloc(c->late_cap * sizeof *c->late);
-    if (!c->u || !c->late) {
+    if (!c->u || !c->det || !c->late) {
         vt_history_copy_free(c);
         return NULL;
     }
     /* touched here, so that the copy under the lock is a copy and not a page fault per page */
     memset(c->u, 0, c->cap * sizeof *c->u);
+    memset(c->det, 0, c->det_cap * sizeof *c->det);
     memset(c->late, 0, c->late_cap * sizeof *c->late);
     return c;
 }
@@ -523,6 +616,7 @@ void vt_history_copy_free(vt_history_copy *c)
     if (!c)
         return;
     free(c->u);
+    free(c->det);
     free(c->ev);
     free(c->late);
     free(c);
@@ -533,7 +627,7 @@ int vt_history_freeze_locked(vt_history_copy *c)
     c->on = H.on;
     if (!H.on)
         return 1;
-    if (H.used > c->cap || H.nlate > c->late_cap)
+    if (H.used > c->cap || H.nlate > c->late_cap || H.stubs > c->det_cap)
         return 0;
     c->steps = H.steps;
     c->max_events = H.cap;
@@ -560,6 +654,20 @@ int vt_history_freeze_locked(vt_history_copy *c)
             c->win[c->nwin].end_time = now;
         c->nwin++;
     }
+    /* a step in progress the file leaves out: its frees of allocations of earlier windows, as
+     * if it were dropped now */
+    if (!H.first_open && !H.cur_peaks)
+        for (size_t i = H.cur.first; i < H.used; i += head_at(i)->units)
+            if (marked_whole(H.u, i) && c->nlate < c->late_cap)
+                c->late[c->nlate++] = late_of((const hev *)&H.u[i]);
+    /* the order widen_all reads them in; a stub not GONE is its record's (owner) */
+    c->ndet = 0;
+    for (int w = 0; w < c->nwin; w++)
+        for (size_t k = 0, i = c->win[w].first; k < c->win[w].n; k++, i += head_at(i)->units)
+            if (head_at(i)->units == STUB && !(head_at(i)->flags & GONE) && c->ndet < c->det_cap) {
+                const vt_rec *r = owner(i);
+                c->det[c->ndet++] = r ? details_of(r) : (details){0};
+            }
     return 1;
 }
 
@@ -597,21 +705,26 @@ static int listed(uint64_t id, const vt_history_listed *l)
 static size_t gather(vt_history_copy *c, wide **ev, size_t n, frozen_rec *r)
 {
     const wide *a = ev[0];
-    *r = (frozen_rec){.id = a->id,
-                      .size = a->size,
-                      .address = a->address,
-                      .birth = unpack(&a->birth, a->flags),
-                      .site = a->site,
-                      .mpath = a->mpath,
-                      .device = a->device,
-                      .api = a->api,
-                      .kind = a->kind};
     size_t used = 1;
     const wide *f = freed(a) ? a : n > 1 && ev[1]->id == a->id ? ev[1] : NULL;
     used += f && f != a;
     late_death key = {.id = a->id};
     const late_death *late =
         f ? NULL : bsearch(&key, c->late, c->nlate, sizeof *c->late, late_by_id);
+    wide b = *a;
+    if (!b.whole && f && f->whole)
+        b = *f;
+    else if (!b.whole && late)
+        give_details(&b, &late->birth);
+    *r = (frozen_rec){.id = a->id,
+                      .size = a->size,
+                      .address = b.address,
+                      .birth = unpack(&b.birth, a->flags),
+                      .site = b.site,
+                      .mpath = b.mpath,
+                      .device = a->device,
+                      .api = a->api,
+                      .kind = b.kind};
     if (f || late || (a->flags & GONE)) {
         r->dead = 1;
         r->death = f ? at(f) : late ? late->death : at(a);
@@ -649,13 +762,24 @@ static void write_allocations(vt_history_copy *c, const vt_history_listed *l,
     free(order);
 }
 
-/* The event at unit i of the copy. */
+/* The event at unit i of the copy; a stub's details are the caller's to give. */
 static wide widen(const vt_history_copy *c, size_t i)
 {
     const head *h = (const head *)&c->u[i];
-    if (h->units == SHORT_FREE) {
+    if (h->units == STUB) {
+        const hstub *e = (const hstub *)h;
+        return (wide){.id = e->id,
+                      .size = e->size,
+                      .birth = {.time = e->time},
+                      .device = h->device,
+                      .api = h->api,
+                      .flags = h->flags};
+    }
+    if (h->units == SAME_FREE) {
+        const hsame *e = (const hsame *)h;
         wide w = widen(c, i - h->ref);
-        w.death = ((const hshort *)h)->death;
+        give_details(&w, &e->birth);
+        w.death = e->death;
         w.flags = (uint8_t)((w.flags & ((1u << PHASE_BITS) - 1)) | h->flags);
         return w;
     }
@@ -669,9 +793,9 @@ static wide widen(const vt_history_copy *c, size_t i)
               .device = h->device,
               .api = h->api,
               .kind = e->kind,
-              .flags = h->flags};
-    if (h->units == WHOLE_FREE)
-        w.death = e->death;
+              .flags = h->flags,
+              .whole = 1,
+              .death = e->death};
     return w;
 }
 
@@ -686,11 +810,16 @@ static int widen_all(vt_history_copy *c)
     if (!c->ev)
         return 0;
     c->n = 0;
+    size_t d = 0;
     for (int w = 0; w < c->nwin; w++) {
         size_t i = c->win[w].first;
         c->win[w].first = c->n;
-        for (size_t k = 0; k < c->win[w].n; k++, i += ((const head *)&c->u[i])->units)
-            c->ev[c->n++] = widen(c, i);
+        for (size_t k = 0; k < c->win[w].n; k++, i += ((const head *)&c->u[i])->units) {
+            wide *e = &c->ev[c->n++];
+            *e = widen(c, i);
+            if (((const head *)&c->u[i])->units == STUB && !(e->flags & GONE) && d < c->ndet)
+                give_details(e, &c->det[d++]);
+        }
     }
     return 1;
 }

@@ -63,11 +63,12 @@ typedef struct {
     uint32_t used_devices; /* the devices the file lists, as bits */
 } vt_history_listed;
 
-/* Copies the book: vt_history_bound_locked says how big a copy is (under the lock),
- * vt_history_copy_new allocates it (outside), vt_history_freeze_locked fills it (under the
- * lock again), returning 0 when the book outgrew it meanwhile. */
-VT_HIDDEN size_t vt_history_bound_locked(void);
-VT_HIDDEN vt_history_copy *vt_history_copy_new(size_t bound);
+/* Copies the book: vt_history_bound_locked says how big a copy is (under the lock: its units,
+ * and in *stubs the allocations alive whose records it reads), vt_history_copy_new allocates it
+ * (outside), vt_history_freeze_locked fills it (under the lock again), returning 0 when the
+ * book outgrew it meanwhile. */
+VT_HIDDEN size_t vt_history_bound_locked(size_t *stubs);
+VT_HIDDEN vt_history_copy *vt_history_copy_new(size_t bound, size_t stubs);
 VT_HIDDEN int vt_history_freeze_locked(vt_history_copy *c);
 VT_HIDDEN void vt_history_copy_free(vt_history_copy *c);
 

@@ -1,8 +1,10 @@
 /* The allocation history: with VRAMTAP_HISTORY_STEPS=2, the first window holds setup and steps
  * 0 and 1; steps 2 and 4 raise the peak, so step 2 is kept until step 4 replaces it; steps 3
  * and 5 are dropped. An allocation born in step 0 and freed in step 3 (a dropped step) keeps
- * its death. With a cap of 5 events (argument "cap"), the first window is the first five
- * events, cut short, and every later event is counted as dropped. */
+ * its death, and its birth and address (its event in the first window says only its size and
+ * time; the rest went with the free). With a cap of 5 events (argument "cap"), the first window is
+ * the first five events, cut short, and every later event is counted as dropped. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,11 +36,12 @@ int main(int argc, char **argv)
     int cap = argc > 1 && !strcmp(argv[1], "cap");
     static const size_t act[] = {8 * KiB, 9 * KiB, 50 * KiB, 10 * KiB, 100 * KiB, 11 * KiB};
     void *param = alloc(64 * KiB), *grad = NULL, *state = NULL, *kept = NULL;
+    uintptr_t kept_at = 0;
     for (int s = 0; s < 6; s++) {
         vramtap_begin(VRAMTAP_FORWARD);
         void *a = alloc(act[s]);
         if (s == 0)
-            kept = alloc(4 * KiB);
+            kept_at = (uintptr_t)(kept = alloc(4 * KiB));
         vramtap_end(VRAMTAP_FORWARD);
         vramtap_begin(VRAMTAP_BACKWARD);
         release(alloc(2 * KiB));
@@ -71,5 +74,6 @@ int main(int argc, char **argv)
     printf("EXPECT history 1 reason peak_step\nEXPECT history 1 devices 0\n");
     printf("EXPECT history 1 sizes +102400,+2048,-2048,-102400\n");
     printf("EXPECT history_death 4096 backward 3\n");
+    printf("EXPECT history_birth 4096 forward 0 0x%" PRIxPTR "\n", kept_at);
     return CHECK_DONE();
 }

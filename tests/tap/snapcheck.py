@@ -40,6 +40,7 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] history dropped N         history.dropped
     EXPECT [pid=N] history_death SIZE PHASE STEP  death of the one allocation of SIZE bytes
                                              (allocations and history_allocations)
+    EXPECT [pid=N] history_birth SIZE PHASE STEP ADDRESS  the same allocation's birth and address
     EXPECT [pid=N] labels ADDR OFF:BYTES:CATEGORY,...  the labels of the allocation at ADDR, as
                                              a set ("-": none)
     EXPECT [pid=N] identity KEY N            identity[KEY]
@@ -330,6 +331,13 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         death = found[0]["death"] if len(found) == 1 else None
         expect(death and [death["phase"], death["step"]], [rest[1], int(rest[2])],
                "death of the allocation of %s bytes (%d found)" % (rest[0], len(found)))
+    elif what == "history_birth":
+        found = [a for a in doc["allocations"] + doc.get("history_allocations", [])
+                 if a["size"] == int(rest[0])]
+        a = found[0] if len(found) == 1 else {}
+        expect([a.get("birth", {}).get("phase"), a.get("birth", {}).get("step"), a.get("address")],
+               [rest[1], int(rest[2]), rest[3]],
+               "birth of the allocation of %s bytes (%d found)" % (rest[0], len(found)))
     else:
         failures.append("unknown expectation " + what)
 
