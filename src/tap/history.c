@@ -327,8 +327,8 @@ static hwin *open_window(void)
     return w;
 }
 
-/* Writes a free of three units for allocation a at unit `at`: all but its flags' death and its
- * death. */
+/* Writes a free of three units for allocation a at unit `at`: all but its death (the phase in
+ * its flags, and the mark). */
 static hev *put_whole(size_t at, const frozen_rec *a)
 {
     hev *e = (hev *)&H.u[at];
