@@ -185,6 +185,12 @@ def by_address(doc, addr):
     return found[0] if len(found) == 1 else None
 
 
+def by_size(doc, size):
+    """The allocations of `size` bytes, in allocations and history_allocations."""
+    return [a for a in doc["allocations"] + doc.get("history_allocations", [])
+            if a["size"] == size]
+
+
 _reports = {}
 
 
@@ -326,14 +332,12 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
     elif what == "history":
         check_history(doc, rest, expect)
     elif what == "history_death":
-        found = [a for a in doc["allocations"] + doc.get("history_allocations", [])
-                 if a["size"] == int(rest[0])]
+        found = by_size(doc, int(rest[0]))
         death = found[0]["death"] if len(found) == 1 else None
         expect(death and [death["phase"], death["step"]], [rest[1], int(rest[2])],
                "death of the allocation of %s bytes (%d found)" % (rest[0], len(found)))
     elif what == "history_birth":
-        found = [a for a in doc["allocations"] + doc.get("history_allocations", [])
-                 if a["size"] == int(rest[0])]
+        found = by_size(doc, int(rest[0]))
         a = found[0] if len(found) == 1 else {}
         expect([a.get("birth", {}).get("phase"), a.get("birth", {}).get("step"), a.get("address")],
                [rest[1], int(rest[2]), rest[3]],
