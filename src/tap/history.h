@@ -42,7 +42,7 @@ static inline void vt_history_prepare(void)
 }
 /* With the state lock held: r, the record at arena index rec - 1, was allocated (new_peak: it
  * set its device's peak); r was freed at `death`. */
-VT_HIDDEN void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const frozen_rec *birth,
+VT_HIDDEN void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const vt_birth *birth,
                                        int new_peak);
 VT_HIDDEN void vt_history_free_locked(vt_rec *r, const vt_mark *death);
 /* With the state lock held, just after the step counter moved on. */

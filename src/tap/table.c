@@ -487,10 +487,8 @@ static vmm_extra *extra_of(uintptr_t handle)
     return e;
 }
 
-uintptr_t vt_rec_address(const vt_rec *r)
+uintptr_t vt_rec_vmm_address(const vt_rec *r)
 {
-    if (vt_rec_kind(r) != VT_KIND_VMM)
-        return r->key;
     const vmm_extra *e = extra_of(r->key);
     return e ? e->address : 0;
 }
@@ -535,7 +533,7 @@ vt_mark vt_mark_now_locked(void)
  * lock is to do (sampling_locked). */
 enum { VT_FIRST_USE = 1, VT_NEW_PEAK = 2, VT_ASK_INFO = 4, VT_PEAK_SAMPLE = 8 };
 
-static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, const frozen_rec *b)
+static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, const vt_birth *b)
 {
     vt_device *d = &vt_state.dev[b->device];
     int flags = 0;
@@ -591,8 +589,8 @@ vt_rec *vt_live_find_locked(uintptr_t addr)
 }
 
 /* Record `rec` (index + 1) is born now, in `era` (next_era's, taken since nothing else
- * happened); *b is the birth as a file shows it (all but its death). */
-static inline __attribute__((always_inline)) void born(uint32_t rec, int era, frozen_rec *b,
+ * happened); *b is what the books and the history read of it. */
+static inline __attribute__((always_inline)) void born(uint32_t rec, int era, vt_birth *b,
                                                        uintptr_t key, vt_api api, vt_kind kind,
                                                        int device, uint64_t size, uint32_t site)
 {
@@ -611,15 +609,12 @@ static inline __attribute__((always_inline)) void born(uint32_t rec, int era, fr
                           (uint64_t)m.phase << VT_REC_AT_PHASE | (uint64_t)kind << VT_REC_AT_KIND,
                   .what = (uint64_t)mpath << VT_REC_AT_MPATH |
                           (uint64_t)device << VT_REC_AT_DEVICE | (uint64_t)api << VT_REC_AT_API};
-    b->id = id;
-    b->size = size;
-    b->address = kind == VT_KIND_VMM ? vt_rec_address(r) : key;
-    b->birth = m;
-    b->site = site;
-    b->mpath = vt_rec_mpath_unpack(mpath);
-    b->device = (int16_t)device;
-    b->api = (uint8_t)api;
-    b->kind = (uint8_t)kind;
+    *b = (vt_birth){.id = id,
+                    .size = size,
+                    .birth = m,
+                    .device = (int16_t)device,
+                    .api = (uint8_t)api,
+                    .kind = (uint8_t)kind};
 }
 
 /* Before the lock, for an allocation to be born: its stack, and its module (vt_mpath_birth reads
@@ -632,7 +627,7 @@ static inline uint32_t birth_site_here(void)
 
 /* A new record in `ix` (its index + 1) born as *b, or 0 (counted as dropped) when memory ran
  * out. */
-static uint32_t insert(books_index *ix, frozen_rec *b, uintptr_t key, vt_api api, vt_kind kind,
+static uint32_t insert(books_index *ix, vt_birth *b, uintptr_t key, vt_api api, vt_kind kind,
                        int device, uint64_t size, uint32_t site)
 {
     int era = next_era(size);
@@ -710,7 +705,7 @@ static int sampling_locked(vt_device *d, int flags, uint64_t now)
 
 /* A device allocation at addr, of hash h: drop_stale, then insert, in one probe of the index
  * where it has room (index_gap). */
-static uint32_t insert_live(frozen_rec *b, uintptr_t addr, uint32_t h, vt_api api, vt_kind kind,
+static uint32_t insert_live(vt_birth *b, uintptr_t addr, uint32_t h, vt_api api, vt_kind kind,
                             int device, uint64_t size, uint32_t site)
 {
     uint32_t gap, rec;
@@ -740,7 +735,7 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     vt_books_prepare();
     vt_lock();
     if (device_ok(in_range)) {
-        frozen_rec b;
+        vt_birth b;
         uint32_t rec = insert_live(&b, addr, h, api, kind, device, size, site);
         if (rec)
             flags = sampling_locked(&vt_state.dev[device], account_alloc(rec, &b), b.birth.time);
@@ -783,7 +778,7 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
     vt_books_prepare();
     vt_lock();
     host_drop(addr);
-    frozen_rec b;
+    vt_birth b;
     uint32_t rec = insert(&host_ix, &b, addr, api, VT_KIND_HOST, 0, size, site);
     if (rec) {
         vt_state.c.host_allocs++;
@@ -913,7 +908,7 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
         if (stale)
             vmm_drop(stale);
         uint32_t rec = 0;
-        frozen_rec b;
+        vt_birth b;
         if (e && extra_add(e, handle)) {
             if (!(rec = insert(&vmm_ix, &b, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size,
                                site)))

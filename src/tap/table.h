@@ -204,15 +204,27 @@ static inline uint32_t vt_rec_mpath_unpack(uint32_t packed)
            (packed & VT_REC_MPATH_RECOMPUTED ? VT_MPATH_RECOMPUTED : 0);
 }
 
+/* The nn.Module path current at its birth, as the record keeps it (vt_rec_mpath_pack). */
+static inline uint32_t vt_rec_mpath_packed(const vt_rec *r)
+{
+    return vt_bits(r->what, VT_REC_AT_MPATH, VT_REC_MPATH_BITS);
+}
+
 /* The nn.Module path current at its birth (mpath.h). */
 static inline uint32_t vt_rec_mpath(const vt_rec *r)
 {
-    return vt_rec_mpath_unpack(vt_bits(r->what, VT_REC_AT_MPATH, VT_REC_MPATH_BITS));
+    return vt_rec_mpath_unpack(vt_rec_mpath_packed(r));
 }
 
-/* Where the allocation is: its key, or for a VMM allocation the first address it was mapped
- * at (0 until mapped). Lock held. */
-VT_HIDDEN uintptr_t vt_rec_address(const vt_rec *r);
+/* A VMM allocation's first address it was mapped at (0 until mapped). Lock held. */
+VT_HIDDEN uintptr_t vt_rec_vmm_address(const vt_rec *r);
+
+/* Where the allocation is: its key, or for a VMM allocation vt_rec_vmm_address. Inline: every
+ * free asks. Lock held. */
+static inline uintptr_t vt_rec_address(const vt_rec *r)
+{
+    return vt_rec_kind(r) == VT_KIND_VMM ? vt_rec_vmm_address(r) : r->key;
+}
 
 /* An allocation that was live at its device's peak and died since: the peak keeps it. */
 typedef struct {
@@ -232,6 +244,15 @@ typedef struct {
     int16_t device;
     uint8_t api, kind, dead;
 } frozen_rec;
+
+/* What the books and the history read of an allocation as it is born; the rest of its birth
+ * (address, site, module path) stays in its record. */
+typedef struct {
+    uint64_t id, size;
+    vt_mark birth;
+    int16_t device;
+    uint8_t api, kind;
+} vt_birth;
 
 /* *f: r as a file shows it alive, at `address` (vt_rec_address's, or the peak's copy's).
  * Field by field into its place: a whole struct made aside and copied was read back over the
