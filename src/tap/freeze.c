@@ -115,7 +115,7 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
     fz->copies = vt_copies_freeze_locked();
     free(fz->pinned);
     fz->pinned = vt_pinned_freeze_locked(&fz->npinned);
-    fz->end_time = vt_clock();
+    fz->end_time = vt_now_locked();
     fz->markers = vt_state.markers;
     fz->step = vt_state.step;
     fz->c = vt_state.c;

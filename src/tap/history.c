@@ -176,25 +176,32 @@ typedef struct {
 
 #define MAX_WINDOWS (VT_MAX_DEVICES + 2)
 
+/* What every event reads or writes is on the first cache line, and the window it goes to on
+ * the second or third: threads that take turns on the books pass these lines between
+ * processors. */
 static struct {
-    int on;
-    uint32_t steps;
-    size_t cap, late_cap; /* in events */
-    size_t ucap;          /* in units: room for cap events of the longest kind */
-    unit *u;
-    late_death *late;
-    size_t used; /* units */
-    size_t n, nlate;
+    _Alignas(64) unit *u;
+    size_t used;  /* units */
+    size_t n;     /* events */
+    size_t cap;   /* in events */
     size_t stubs; /* of allocations alive, whose records a copy reads */
-    uint64_t dropped;
+    size_t asked; /* the latest want */
+    size_t ucap;  /* in units: room for cap events of the longest kind */
+    int on;
     int first_open;
+    hwin cur; /* the step in progress: units [cur.first, used) */
     hwin first;
+    uint32_t cur_peaks;
+    uint32_t steps;
+    size_t late_cap; /* in events */
+    late_death *late;
+    size_t nlate;
+    uint64_t dropped;
     hwin kept[VT_MAX_DEVICES + 1]; /* one more while a step joins them */
     int nkept;
-    hwin cur; /* the step in progress: units [cur.first, used) */
-    uint32_t cur_peaks;
-    size_t asked; /* the latest want */
 } H;
+_Static_assert(offsetof(__typeof__(H), cur) == 64 && sizeof(hwin) == 64,
+               "H's hot fields fill its first line, its current window the second");
 
 /* The first write to a page of the events is a page fault, and under the lock every thread
  * that allocates waits for it. vt_history_prepare populates the pages ahead of the recording
@@ -491,7 +498,7 @@ void vt_history_step_locked(void)
 {
     if (!H.on)
         return;
-    uint64_t now = vt_clock();
+    uint64_t now = vt_now_locked();
     if (H.first_open) {
         if (vt_state.step < H.steps)
             return;
@@ -637,7 +644,7 @@ int vt_history_freeze_locked(vt_history_copy *c)
     c->nlate = H.nlate;
     memcpy(c->u, H.u, H.used * sizeof *H.u);
     memcpy(c->late, H.late, H.nlate * sizeof *H.late);
-    uint64_t now = vt_clock();
+    uint64_t now = vt_now_locked();
     c->nwin = 0;
     if (H.steps) {
         c->win[c->nwin] = H.first;

@@ -167,7 +167,7 @@ static void sample(int device, uint8_t reason)
         return;
     vt_lock();
     vt_device *d = &vt_state.dev[device];
-    vt_sample s = {.time = vt_clock(),
+    vt_sample s = {.time = vt_now_locked(),
                    .seq = vt_state.seq,
                    .reason = reason,
                    .free_bytes = free_bytes,

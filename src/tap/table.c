@@ -519,14 +519,19 @@ static int in_phase(uint8_t phase)
     return phase == VT_PHASE_FORWARD || phase == VT_PHASE_BACKWARD || phase == VT_PHASE_OPTIMIZER;
 }
 
-vt_mark vt_mark_now_locked(void)
+vt_mark vt_mark_at_locked(uint64_t t)
 {
     vt_mark m = {.seq = ++vt_state.seq,
-                 .time = vt_clock(),
+                 .time = vt_time_locked(t),
                  .step = vt_state.step,
                  .instance = vt_state.instance,
                  .phase = vt_state.phase};
     return m;
+}
+
+vt_mark vt_mark_now_locked(void)
+{
+    return vt_mark_at_locked(vt_clock());
 }
 
 /* account_alloc's VT_FIRST_USE and VT_NEW_PEAK, then what the sampling that follows outside the
@@ -567,15 +572,15 @@ static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, con
     return flags;
 }
 
-/* Record `rec` (index + 1), out of its table, leaves the live set: the peak keeps a copy if it
- * was live then; the record is recycled. */
-static inline __attribute__((always_inline)) void account_free(uint32_t rec)
+/* Record `rec` (index + 1), out of its table, leaves the live set at clock reading `now`: the
+ * peak keeps a copy if it was live then; the record is recycled. */
+static inline __attribute__((always_inline)) void account_free(uint32_t rec, uint64_t now)
 {
     vt_rec *r = rec_at(rec - 1);
     vt_device *d = &vt_state.dev[vt_rec_device(r)];
     d->live -= vt_rec_size(r);
     vt_state.c.frees++;
-    vt_mark death = vt_mark_now_locked();
+    vt_mark death = vt_mark_at_locked(now);
     vt_history_free_locked(r, &death);
     uint32_t copied =
         vt_state.freezing && rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
@@ -588,14 +593,15 @@ vt_rec *vt_live_find_locked(uintptr_t addr)
     return rec ? rec_at(rec - 1) : NULL;
 }
 
-/* Record `rec` (index + 1) is born now, in `era` (next_era's, taken since nothing else
- * happened); *b is what the books and the history read of it. */
+/* Record `rec` (index + 1) is born at clock reading `now`, in `era` (next_era's, taken since
+ * nothing else happened); *b is what the books and the history read of it. */
 static inline __attribute__((always_inline)) void born(uint32_t rec, int era, vt_birth *b,
                                                        uintptr_t key, vt_api api, vt_kind kind,
-                                                       int device, uint64_t size, uint32_t site)
+                                                       int device, uint64_t size, uint32_t site,
+                                                       uint64_t now)
 {
     uint64_t id = ++vt_state.next_id;
-    vt_mark m = vt_mark_now_locked();
+    vt_mark m = vt_mark_at_locked(now);
     uint32_t mpath = vt_rec_mpath_pack(vt_mpath_birth());
     vt_rec *r = rec_at(rec - 1);
     *r = (vt_rec){.key = key,
@@ -625,10 +631,10 @@ static inline uint32_t birth_site_here(void)
     return vt_stack_here();
 }
 
-/* A new record in `ix` (its index + 1) born as *b, or 0 (counted as dropped) when memory ran
- * out. */
+/* A new record in `ix` (its index + 1) born as *b at clock reading `now`, or 0 (counted as
+ * dropped) when memory ran out. */
 static uint32_t insert(books_index *ix, vt_birth *b, uintptr_t key, vt_api api, vt_kind kind,
-                       int device, uint64_t size, uint32_t site)
+                       int device, uint64_t size, uint32_t site, uint64_t now)
 {
     int era = next_era(size);
     uint32_t rec = key && era >= 0 ? rec_new() : 0;
@@ -638,7 +644,7 @@ static uint32_t insert(books_index *ix, vt_birth *b, uintptr_t key, vt_api api, 
         vt_state.c.dropped++;
         return 0;
     }
-    born(rec, era, b, key, api, kind, device, size, site);
+    born(rec, era, b, key, api, kind, device, size, site, now);
     return rec;
 }
 
@@ -668,12 +674,12 @@ static int device_ok(int in_range)
 }
 
 /* The key came back without a release vramtap saw (freed through a route it does not hook, or
- * a handle value the driver reused): the old allocation is gone. */
-static void drop_stale(books_index *ix, uintptr_t key)
+ * a handle value the driver reused): the old allocation is gone by clock reading `now`. */
+static void drop_stale(books_index *ix, uintptr_t key, uint64_t now)
 {
     uint32_t rec = index_take(ix, key);
     if (rec)
-        account_free(rec);
+        account_free(rec, now);
 }
 
 /* VT_PEAK_SAMPLE_GAP_S in ticks; 0 until the clock's rate is known. */
@@ -703,15 +709,15 @@ static int sampling_locked(vt_device *d, int flags, uint64_t now)
     return out | VT_PEAK_SAMPLE;
 }
 
-/* A device allocation at addr, of hash h: drop_stale, then insert, in one probe of the index
- * where it has room (index_gap). */
+/* A device allocation at addr, of hash h, at clock reading `now`: drop_stale, then insert, in
+ * one probe of the index where it has room (index_gap). */
 static uint32_t insert_live(vt_birth *b, uintptr_t addr, uint32_t h, vt_api api, vt_kind kind,
-                            int device, uint64_t size, uint32_t site)
+                            int device, uint64_t size, uint32_t site, uint64_t now)
 {
     uint32_t gap, rec;
     if (!addr || index_gap(&live_ix, addr, h, &gap)) {
-        drop_stale(&live_ix, addr);
-        return insert(&live_ix, b, addr, api, kind, device, size, site);
+        drop_stale(&live_ix, addr, now);
+        return insert(&live_ix, b, addr, api, kind, device, size, site, now);
     }
     int era = next_era(size);
     if (era < 0 || !(rec = rec_new())) {
@@ -720,7 +726,7 @@ static uint32_t insert_live(vt_birth *b, uintptr_t addr, uint32_t h, vt_api api,
     }
     live_ix.cur.s[gap] = (slot){h, rec};
     live_ix.cur.n++;
-    born(rec, era, b, addr, api, kind, device, size, site);
+    born(rec, era, b, addr, api, kind, device, size, site, now);
     return rec;
 }
 
@@ -733,10 +739,11 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     int flags = 0, in_range = device_in_range(device);
     vt_history_prepare();
     vt_books_prepare();
+    uint64_t now = vt_clock();
     vt_lock();
     if (device_ok(in_range)) {
         vt_birth b;
-        uint32_t rec = insert_live(&b, addr, h, api, kind, device, size, site);
+        uint32_t rec = insert_live(&b, addr, h, api, kind, device, size, site, now);
         if (rec)
             flags = sampling_locked(&vt_state.dev[device], account_alloc(rec, &b), b.birth.time);
     }
@@ -751,10 +758,11 @@ void vt_note_free(uintptr_t addr)
     prefetch_slot(h);
     vt_history_prepare();
     vt_books_prepare(); /* the peak may keep the record */
+    uint64_t now = vt_clock();
     vt_lock();
     uint32_t rec = addr ? index_take_hashed(&live_ix, addr, h) : 0;
     if (rec)
-        account_free(rec);
+        account_free(rec, now);
     else
         vt_state.c.unknown_frees++;
     vt_unlock();
@@ -776,10 +784,11 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
     vt_coverage_interposed(api, size);
     uint32_t site = birth_site_here();
     vt_books_prepare();
+    uint64_t now = vt_clock();
     vt_lock();
     host_drop(addr);
     vt_birth b;
-    uint32_t rec = insert(&host_ix, &b, addr, api, VT_KIND_HOST, 0, size, site);
+    uint32_t rec = insert(&host_ix, &b, addr, api, VT_KIND_HOST, 0, size, site, now);
     if (rec) {
         vt_state.c.host_allocs++;
         vt_state.hostmem.allocs++;
@@ -873,7 +882,7 @@ static void vmm_drop(vmm_extra *e)
 {
     uint32_t rec = index_take(&vmm_ix, e->handle);
     if (rec)
-        account_free(rec);
+        account_free(rec, vt_clock());
     HASH_DEL(extras, e);
     free(e);
 }
@@ -911,7 +920,7 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
         vt_birth b;
         if (e && extra_add(e, handle)) {
             if (!(rec = insert(&vmm_ix, &b, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size,
-                               site)))
+                               site, vt_clock())))
                 HASH_DEL(extras, e);
         } else {
             vt_state.c.dropped++;
@@ -1068,7 +1077,7 @@ void vt_span_open_locked(uint8_t phase, uint64_t now)
     s->instance = vt_state.instance;
     s->phase = phase;
     s->step = vt_state.step;
-    s->start = now;
+    s->start = vt_time_locked(now);
     s->end = 0;
     for (int d = 0; d < VT_MAX_DEVICES; d++)
         s->live_start[d] = s->live_max[d] = vt_state.dev[d].live;
@@ -1077,7 +1086,7 @@ void vt_span_open_locked(uint8_t phase, uint64_t now)
 void vt_span_close_locked(uint64_t now)
 {
     vt_span *s = &vt_state.open;
-    s->end = now;
+    s->end = vt_time_locked(now);
     for (int d = 0; d < VT_MAX_DEVICES; d++)
         s->live_end[d] = vt_state.dev[d].live;
     if (s->step < VT_TIMELINE_STEPS && vt_state.nspans < VT_TIMELINE_MAX) {

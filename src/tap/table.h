@@ -359,9 +359,12 @@ typedef struct {
     uint32_t step;
 } vt_ram;
 
+/* The first three are written at every allocation and free: vt_state keeps them on its first
+ * line. */
 typedef struct {
-    uint64_t allocs, frees, unknown_frees, failed_calls, oom_calls, host_allocs, host_frees;
-    uint64_t vmm_creates, vmm_releases, vmm_maps, vmm_unmaps, nested_calls, dropped;
+    uint64_t allocs, frees, nested_calls;
+    uint64_t unknown_frees, failed_calls, oom_calls, host_allocs, host_frees;
+    uint64_t vmm_creates, vmm_releases, vmm_maps, vmm_unmaps, dropped;
 } vt_counters;
 
 typedef struct {
@@ -394,15 +397,16 @@ typedef struct {
 
 /* Everything below is guarded by vt_state.lock. */
 typedef struct {
-    /* Written at every allocation and free, kept together (see vt_device) */
+    /* Read or written at every allocation and free, on one cache line with c's first three
+     * (see vt_device) */
     uint64_t seq, next_id;
-    vt_counters c;
-    /* phases */
     uint8_t phase; /* current: VT_PHASE_* */
+    uint8_t made_device_alloc;
+    uint8_t freezing; /* a copy in steps is under way (freeze.c) */
     uint32_t step, instance;
-    int markers; /* any phase ever opened */
-    int made_device_alloc;
-    int freezing;          /* a copy in steps is under way (freeze.c) */
+    uint64_t last_time; /* the latest time stamped (vt_time_locked) */
+    vt_counters c;
+    int markers;           /* any phase ever opened */
     uint32_t freeze_gen;   /* the number of the latest */
     uint32_t freeze_below; /* while it runs: the records of the arena below this index that it
                               holds already */
@@ -458,6 +462,23 @@ VT_HIDDEN int vt_pools_listed(int device, uintptr_t *out, int max);
 VT_HIDDEN void vt_pools_read(void);
 
 /* Phases (called with the lock held by phase.c). */
+/* A time stamp under the lock from `t`, a clock reading taken before it: times stay in the order
+ * of the sequence numbers although threads read the clock before they queue for the lock (a
+ * reading there is taken out of the time the lock is held). */
+static inline uint64_t vt_time_locked(uint64_t t)
+{
+    if (t < vt_state.last_time)
+        t = vt_state.last_time;
+    vt_state.last_time = t;
+    return t;
+}
+/* vt_time_locked of a reading taken now, under the lock. */
+static inline uint64_t vt_now_locked(void)
+{
+    return vt_time_locked(vt_clock());
+}
+/* The moment of an event at clock reading `t` (vt_time_locked), and now. */
+VT_HIDDEN vt_mark vt_mark_at_locked(uint64_t t);
 VT_HIDDEN vt_mark vt_mark_now_locked(void);
 VT_HIDDEN void vt_span_open_locked(uint8_t phase, uint64_t now);
 VT_HIDDEN void vt_span_close_locked(uint64_t now);
