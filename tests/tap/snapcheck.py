@@ -38,6 +38,8 @@ recorded, one expectation a line, on stdout:
                                              devices as 0,1)
     EXPECT [pid=N] history W sizes +A,-B,... the signed sizes of window W's events, in order
     EXPECT [pid=N] history dropped N         history.dropped
+    EXPECT [pid=N] history_times_ordered N   history_events holds N events, their times never
+                                             going back (threads read the clock before the lock)
     EXPECT [pid=N] history_death SIZE PHASE STEP  death of the one allocation of SIZE bytes
                                              (allocations and history_allocations)
     EXPECT [pid=N] history_birth SIZE PHASE STEP ADDRESS  the same allocation's birth and address
@@ -331,6 +333,11 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         expect(ev.get(rest[1]), want, "oom %s %s" % (rest[0], rest[1]))
     elif what == "history":
         check_history(doc, rest, expect)
+    elif what == "history_times_ordered":
+        times = [e[0] for e in doc.get("history_events", [])]
+        back = next((i for i in range(1, len(times)) if times[i] < times[i - 1]), None)
+        expect(len(times), int(rest[0]), "history events")
+        expect(back, None, "the first history event whose time goes back")
     elif what == "history_death":
         found = by_size(doc, int(rest[0]))
         death = found[0]["death"] if len(found) == 1 else None

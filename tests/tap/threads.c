@@ -1,5 +1,6 @@
-/* 8 threads x 100k operations on two devices: every allocation and free is counted once and
- * the books end where the program's own account ends. */
+/* 8 threads x 100k operations on two devices: every allocation and free is counted once, the
+ * books end where the program's own account ends, and the history holds every event in an order
+ * whose times never go back. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
@@ -51,5 +52,6 @@ int main(void)
     printf("EXPECT counter allocs %d\n", THREADS * OPS / 2);
     printf("EXPECT counter frees %d\n", THREADS * (OPS / 2 - KEEP));
     printf("EXPECT counter unknown_frees 0\nEXPECT counter dropped 0\n");
+    printf("EXPECT history_times_ordered %d\n", THREADS * OPS / 2 + THREADS * (OPS / 2 - KEEP));
     return CHECK_DONE();
 }
