@@ -98,10 +98,8 @@ void vt_thaw(frozen *fz)
     free(fz->ordinal);
 }
 
-/* The copy itself, with the state lock held; 0 when something outgrew what reserve() made
- * room for (the caller makes more and tries again). */
-/* Everything but the records, with the state lock held; 0 when the timeline outgrew the room
- * reserve() made. */
+/* Everything but the records, with the state lock held; 0 when the timeline or the history
+ * outgrew the room reserve() made (the caller makes more and tries again). */
 static int freeze_books_locked(frozen *fz, size_t capspans)
 {
     if (vt_state.nspans > capspans || (fz->history && !vt_history_freeze_locked(fz->history)))
