@@ -181,12 +181,12 @@ typedef struct {
  * processors. */
 static struct {
     _Alignas(64) unit *u;
-    size_t used;  /* units */
-    size_t n;     /* events */
-    size_t cap;   /* in events */
-    size_t stubs; /* of allocations alive, whose records a copy reads */
-    size_t asked; /* the latest want */
-    size_t ucap;  /* in units: room for cap events of the longest kind */
+    size_t used;     /* units */
+    size_t n;        /* events */
+    size_t cap;      /* in events */
+    size_t stubs;    /* of allocations alive, whose records a copy reads */
+    size_t ask_past; /* units: past these, ask for more pages (SIZE_MAX: all are asked for) */
+    size_t ucap;     /* in units: room for cap events of the longest kind */
     int on;
     int first_open;
     hwin cur; /* the step in progress: units [cur.first, used) */
@@ -228,16 +228,17 @@ static void *map(size_t bytes)
 static void ask_ready(size_t bytes)
 {
     size_t all = H.ucap * sizeof *H.u;
-    H.asked = bytes < all ? bytes : all;
-    atomic_store_explicit(&vt_history_populated.want, H.asked, memory_order_relaxed);
+    size_t asked = bytes < all ? bytes : all;
+    H.ask_past = asked < all ? (asked - CHUNK / 2) / sizeof *H.u : SIZE_MAX;
+    atomic_store_explicit(&vt_history_populated.want, asked, memory_order_relaxed);
 }
 
-/* With the state lock held, after an event was added. */
+/* With the state lock held, after an event was added: half a chunk before the pages asked for
+ * run out, asks for a chunk more. */
 static void ready_ahead(void)
 {
-    size_t used = H.used * sizeof *H.u;
-    if (used + CHUNK / 2 > H.asked && H.asked < H.ucap * sizeof *H.u)
-        ask_ready(used + CHUNK);
+    if (H.used > H.ask_past)
+        ask_ready(H.used * sizeof *H.u + CHUNK);
 }
 
 void vt_history_populate(void)
