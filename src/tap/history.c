@@ -186,11 +186,12 @@ static struct {
     size_t cap;      /* in events */
     size_t stubs;    /* of allocations alive, whose records a copy reads */
     size_t ask_past; /* units: past these, ask for more pages (SIZE_MAX: all are asked for) */
-    size_t ucap;     /* in units: room for cap events of the longest kind */
+    hwin *open;      /* the window events go to, NULL while they are refused (open_window) */
     int on;
     int first_open;
     hwin cur; /* the step in progress: units [cur.first, used) */
     hwin first;
+    size_t ucap; /* in units: room for cap events of the longest kind */
     uint32_t cur_peaks;
     uint32_t steps;
     size_t late_cap; /* in events */
@@ -264,6 +265,8 @@ void vt_history_populate(void)
     atomic_flag_clear(&populating);
 }
 
+/* A step starts (and the first window may have closed): events go to the window that is open
+ * now, unless it was cut short or the book is full. */
 static void start_step(uint64_t now)
 {
     H.cur = (hwin){.reason = WIN_PEAK,
@@ -272,6 +275,8 @@ static void start_step(uint64_t now)
                    .start_time = now,
                    .end_time = now};
     H.cur_peaks = 0;
+    hwin *w = H.first_open ? &H.first : &H.cur;
+    H.open = H.n == H.cap || w->truncated ? NULL : w;
 }
 
 void vt_history_init(void)
@@ -327,11 +332,10 @@ static head *head_at(size_t i)
  * of what happened. */
 static hwin *open_window(void)
 {
-    hwin *w = H.first_open ? &H.first : &H.cur;
-    if (H.n == H.cap || w->truncated) {
+    hwin *w = H.open;
+    if (!w) {
         H.dropped++;
-        w->truncated = 1;
-        return NULL;
+        (H.first_open ? &H.first : &H.cur)->truncated = 1;
     }
     return w;
 }
@@ -358,7 +362,8 @@ static void added(hwin *w, uint8_t units, uint64_t time)
 {
     w->end_time = time;
     H.used += units;
-    H.n++;
+    if (++H.n == H.cap)
+        H.open = NULL;
     w->n++;
     w->units += units;
     ready_ahead();
