@@ -44,7 +44,9 @@ static inline unsigned addr_hash(const void *key)
     return (unsigned)addr_mix(a);
 }
 
-VT_HIDDEN _Alignas(64) vt_state_t vt_state; /* its first lines are the hot ones (table.h) */
+VT_HIDDEN _Alignas(64) vt_state_t vt_state; /* its first line is the hot one (table.h) */
+_Static_assert(offsetof(vt_state_t, c.nested_calls) + sizeof(uint64_t) <= 64,
+               "what every allocation and free touches in vt_state is on its first line");
 VT_HIDDEN VT_TLS int vt_hash_oom;
 
 /* CUDA's code for out of memory, the same in the runtime and the driver. */
