@@ -398,7 +398,7 @@ typedef struct {
 /* Everything below is guarded by vt_state.lock. */
 typedef struct {
     /* Read or written at every allocation and free, on one cache line with c's first three
-     * (see vt_device) */
+     * (see vt_device); in a phase an allocation also writes open.live_max */
     uint64_t seq, next_id;
     uint8_t phase; /* current: VT_PHASE_* */
     uint8_t made_device_alloc;
