@@ -1,6 +1,7 @@
 """Runs oom_workload.py under `vramtap run`: one post-mortem per out-of-memory error, whether
-PyTorch raised it on its own count (api "framework", the size and device of its message) or
-after a failed CUDA call (recorded by the library, not twice)."""
+PyTorch raised it on its own count (api "framework", the size and device of its message, in
+the words of PyTorch 1.x and 2.x) or after a failed CUDA call (recorded by the library, not
+twice)."""
 import os
 
 from vtpy import HERE, PYTHON, check, finish, require_python_under_sanitizer, show, vramtap_run
@@ -14,11 +15,13 @@ if not check(p.returncode == 0 and len(exits) == 1, "workload ran and wrote its 
     finish()
 snap = exits[0]
 events = [(e["api"], e["size"], e["device"], e["phase"]) for e in snap["oom_events"]]
-# The second goes through the stand-in runtime's own cudaMalloc (ctypes looked it up on its
+# The second is PyTorch 2.x's wording of the first ("Requested : 1024.00 MiB", "on device 0").
+# The third goes through the stand-in runtime's own cudaMalloc (ctypes looked it up on its
 # handle): vramtap sees the driver call underneath.
-check(events == [("framework", 2 << 30, 1, "forward"), ("cuMemAlloc_v2", 1 << 40, 0, "forward")],
+check(events == [("framework", 2 << 30, 1, "forward"), ("framework", 1 << 30, 0, "forward"),
+                 ("cuMemAlloc_v2", 1 << 40, 0, "forward")],
       "one event per error, in order", events)
-check(len(posts) == 2, "two post-mortems", [s["oom"] for s in posts])
+check(len(posts) == 3, "three post-mortems", [s["oom"] for s in posts])
 first = [s for s in posts if s["oom"]["n"] == 1]
 if first:
     first = first[0]

@@ -2,7 +2,8 @@
 
 1. raised by PyTorch with no failed CUDA call (its per-process memory fraction): the hooks
    tell the library, which writes a post-mortem for the request the message names;
-2. raised after a CUDA allocation failed: the library saw the failure itself, and the same
+2. as 1, in the words PyTorch 2.x uses for its fraction (taken from PyTorch 2.11 on an H200);
+3. raised after a CUDA allocation failed: the library saw the failure itself, and the same
    error reaching the hooks is not recorded a second time.
 """
 import ctypes
@@ -34,7 +35,19 @@ class DriverLimited(torch.nn.Module):
         return x
 
 
-for model in (FractionLimited(), DriverLimited()):
+class FractionLimited2(torch.nn.Module):
+    def forward(self, x):
+        raise torch.cuda.OutOfMemoryError(
+            "Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+            "Currently allocated     : 391.67 MiB\n"
+            "Requested               : 1024.00 MiB\n"
+            "Device limit            : 139.80 GiB\n"
+            "Free (according to CUDA): 138.28 GiB\n"
+            "PyTorch limit (set by user-supplied memory fraction)\n"
+            "                        : 643.00 MiB")
+
+
+for model in (FractionLimited(), FractionLimited2(), DriverLimited()):
     try:
         model(torch.zeros(2, requires_grad=True))
     except torch.cuda.OutOfMemoryError:

@@ -110,8 +110,11 @@ def _end(name):
     return _api[1](name)
 
 
-_OOM_SIZE = re.compile(r"Tried to allocate ([0-9.]+) (bytes|B|KiB|MiB|GiB|TiB)")
-_OOM_DEVICE = re.compile(r"GPU (\d+)")
+# "Tried to allocate 2.00 GiB ... GPU 1" after a failed CUDA call; "Allocation on device 0 would
+# exceed allowed memory ... Requested : 1024.00 MiB" where PyTorch 2.x refuses a request against
+# its per-process memory fraction.
+_OOM_SIZE = re.compile(r"(?:Tried to allocate|Requested\s*:)\s*([0-9.]+) (bytes|B|KiB|MiB|GiB|TiB)")
+_OOM_DEVICE = re.compile(r"GPU (\d+)|on device (\d+)")
 _UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
@@ -119,7 +122,7 @@ def _note_oom(error):
     """PyTorch can raise OutOfMemoryError with no failed CUDA call (its per-process memory
     fraction is checked against its own count): tell the library, which writes the post-mortem
     it would write for a failed call, and skips it when it saw the failure itself. The message
-    gives the size asked and the device."""
+    gives the size asked and the device (_OOM_SIZE, _OOM_DEVICE)."""
     torch = sys.modules.get("torch")
     oom_type = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
     if _api[3] is None or oom_type is None or not isinstance(error, oom_type):
@@ -137,7 +140,7 @@ def _note_oom(error):
         return
     nbytes = int(float(size.group(1)) * _UNITS[size.group(2)])
     if device is not None:
-        index = int(device.group(1))
+        index = int(device.group(1) or device.group(2))
     else:
         try:
             index = torch.cuda.current_device()
