@@ -326,22 +326,24 @@ def build_vramtap(ctx, dry):
 
 
 CARRY = os.path.join(ROOT, "build-validate-carry")
-# Libraries the two binaries need that a CUDA/PyTorch image may lack; the rest (libc, libm, libz,
-# liblzma) every distribution has.
-CARRY_LIBS = re.compile(r"^lib(jansson|yajl|unwind)[.-]")
+# Libraries the two binaries need, directly or through one another, that a CUDA/PyTorch image may
+# lack (the CLI reads DWARF line tables with elfutils' libdw, which needs libelf and libbz2); the
+# rest (libc, libm, libz, liblzma) every distribution has.
+CARRY_LIBS = re.compile(r"^lib(jansson|yajl|unwind|dw|elf|bz2)[.-]")
 
 
 def prepare_carry(python):
     """Build a release vramtap here to carry to the device, in build-validate-carry (ignored by
-    git as /build*/): the two binaries look for libjansson, libyajl and libunwind in ../../deps first
-    (RUNPATH $ORIGIN/../../deps), where copies of this machine's are put."""
+    git as /build*/): the two binaries look for the libraries of CARRY_LIBS in ../../deps first,
+    where copies of this machine's are put. An RPATH, not a RUNPATH: the loader follows a RUNPATH
+    only for the binary's own needs, and libdw's libelf is found through it too."""
     meson, ninja = tool_cmd("meson", python), tool_cmd("ninja", python)
     if not (meson and ninja):
         print("gpu-validate: meson and ninja are needed", file=sys.stderr)
         return 2
     shutil.rmtree(CARRY, ignore_errors=True)
     cuda = find_cuda(python, True)
-    opts = ["-Dbuildtype=release", "-Dc_link_args=-Wl,-rpath,$ORIGIN/../../deps"]
+    opts = ["-Dbuildtype=release", "-Dc_link_args=-Wl,--disable-new-dtags,-rpath,$ORIGIN/../../deps"]
     if cuda.get("include"):
         opts.append("-Dcudaheaders=" + cuda["include"])
     for cmd in (meson + ["setup", CARRY] + opts,
