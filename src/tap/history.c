@@ -426,11 +426,17 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
     }
 }
 
+/* Whether h is the event of an allocation still alive, whose record has the rest of its birth. */
+static int live_stub(const head *h)
+{
+    return h->units == STUB && !(h->flags & GONE);
+}
+
 /* The record of the allocation whose event is at unit i, while it is that allocation's. */
 static vt_rec *owner(size_t i)
 {
     const hstub *e = (const hstub *)&H.u[i];
-    if (e->h.units != STUB || (e->h.flags & GONE))
+    if (!live_stub(&e->h))
         return NULL;
     vt_rec *r = vt_arena_at(e->h.ref - 1);
     return vt_rec_id(r) == e->id ? r : NULL;
@@ -678,7 +684,7 @@ int vt_history_freeze_locked(vt_history_copy *c)
     c->ndet = 0;
     for (int w = 0; w < c->nwin; w++)
         for (size_t k = 0, i = c->win[w].first; k < c->win[w].n; k++, i += head_at(i)->units)
-            if (head_at(i)->units == STUB && !(head_at(i)->flags & GONE) && c->ndet < c->det_cap) {
+            if (live_stub(head_at(i)) && c->ndet < c->det_cap) {
                 const vt_rec *r = owner(i);
                 c->det[c->ndet++] = r ? details_of(r) : (details){0};
             }
@@ -831,7 +837,7 @@ static int widen_all(vt_history_copy *c)
         for (size_t k = 0; k < c->win[w].n; k++, i += ((const head *)&c->u[i])->units) {
             wide *e = &c->ev[c->n++];
             *e = widen(c, i);
-            if (((const head *)&c->u[i])->units == STUB && !(e->flags & GONE) && d < c->ndet)
+            if (live_stub((const head *)&c->u[i]) && d < c->ndet)
                 give_details(e, &c->det[d++]);
         }
     }
