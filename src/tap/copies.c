@@ -5,7 +5,13 @@
  * the new moment), the thread folds its block into the books under the state lock before
  * counting again, and a thread that ends folds its block on the way out; the writer adds the
  * blocks of the threads still running to its copy. A copy between unified addresses the books
- * cannot tell apart, or one whose stack is wanted, is counted under the lock. */
+ * cannot tell apart, or one whose stack is wanted, is counted under the lock.
+ *
+ * A download into pinned memory queued on a stream is waited for when its thread later waits for
+ * that stream, its context or an event (PyTorch's .item() since 2.x: cudaMemcpyAsync into a
+ * pinned buffer, then cudaStreamSynchronize): the thread keeps such downloads pending, by stream,
+ * until then. Which stream an event was recorded on is not followed: waiting for any event
+ * counts them all. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +108,7 @@ static int any(const counts *c)
     for (int k = 0; k < NKINDS; k++)
         if (c->calls[k])
             return 1;
-    return 0;
+    return c->sync_d2h != 0; /* a wait may come in a later moment than its download */
 }
 
 static void add(counts *to, const counts *c)
@@ -260,7 +266,8 @@ static block *enroll(void)
     return mine = b;
 }
 
-static void count_mine(block *b, int kind, uint64_t bytes, int waited)
+/* The block, at the books' moment: counts of an earlier one go to the books first. */
+static void to_moment(block *b)
 {
     uint64_t now = atomic_load_explicit(&now_moment, memory_order_relaxed);
     if (atomic_load_explicit(&b->moment, memory_order_relaxed) != now) {
@@ -268,29 +275,107 @@ static void count_mine(block *b, int kind, uint64_t bytes, int waited)
         fold_locked(b, now);
         vt_unlock();
     }
+}
+
+static void count_mine(block *b, int kind, uint64_t bytes, int waited)
+{
+    to_moment(b);
     bump(&b->bytes[kind], bytes);
     bump(&b->calls[kind], 1);
     if (waited)
         bump(&b->sync_d2h, 1);
 }
 
-/* ---- a copy ---- */
+/* ---- downloads into pinned memory not waited for yet ---- */
 
-static int waited_for(int kind, int sync)
+/* This thread's, by the stream they were queued on: a few streams, then the rest together, which
+ * only a wait for every stream counts. Private to the thread: no lock, no atomics. */
+#define PENDING_STREAMS 4
+static VT_TLS struct {
+    uintptr_t stream;
+    uint64_t n;
+} pending[PENDING_STREAMS];
+static VT_TLS uint64_t pending_elsewhere, pending_all;
+
+static void pend(uintptr_t stream)
 {
-    return kind == D2H_PAGEABLE || (kind == D2H_PINNED && sync);
+    int empty = -1;
+    pending_all++;
+    for (int i = 0; i < PENDING_STREAMS; i++) {
+        if (pending[i].n && pending[i].stream == stream) {
+            pending[i].n++;
+            return;
+        }
+        if (!pending[i].n && empty < 0)
+            empty = i;
+    }
+    if (empty < 0) {
+        pending_elsewhere++;
+        return;
+    }
+    pending[empty].stream = stream;
+    pending[empty].n = 1;
 }
 
-static void count_locked(int dst, int src, uint64_t bytes, int sync, uint32_t site)
+/* How many of them a wait for `stream` (or every stream) covers, no longer pending. */
+static uint64_t take_pending(uintptr_t stream)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < PENDING_STREAMS; i++)
+        if (pending[i].n && (stream == VT_COPY_EVERY_STREAM || pending[i].stream == stream)) {
+            n += pending[i].n;
+            pending[i].n = 0;
+        }
+    if (stream == VT_COPY_EVERY_STREAM) {
+        n += pending_elsewhere;
+        pending_elsewhere = 0;
+    }
+    pending_all -= n;
+    return n;
+}
+
+void vt_copy_waited(uintptr_t stream)
+{
+    if (!pending_all || vt_cfg.disabled)
+        return;
+    uint64_t n = take_pending(stream);
+    if (!n)
+        return;
+    block *b = mine ? mine : enroll();
+    if (b) {
+        to_moment(b);
+        bump(&b->sync_d2h, n);
+        return;
+    }
+    counts c = {.sync_d2h = n};
+    vt_lock();
+    add_at(&books, vt_state.phase, vt_state.step, &c);
+    vt_unlock();
+}
+
+/* ---- a copy ---- */
+
+/* The copy's kind, and whether the calling thread waits for it now; one it will wait for later
+ * is left pending. */
+static int waits_now(int kind, uintptr_t how)
+{
+    if (kind == D2H_PINNED && how != VT_COPY_SYNC) {
+        pend(how);
+        return 0;
+    }
+    return kind == D2H_PAGEABLE || kind == D2H_PINNED;
+}
+
+static void count_locked(int dst, int src, uint64_t bytes, uintptr_t how, uint32_t site)
 {
     int kind = kind_of(dst, src);
-    counts c = one(kind, bytes, waited_for(kind, sync));
+    counts c = one(kind, bytes, waits_now(kind, how));
     add_at(&books, vt_state.phase, vt_state.step, &c);
     if (site != VT_NO_SITE)
         add_site_locked(site, kind, bytes);
 }
 
-void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, int sync)
+void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, uintptr_t how)
 {
     if (vt_cfg.disabled || !bytes)
         return;
@@ -298,14 +383,14 @@ void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, int sync)
     if (!stacks_on && dst.end != VT_END_UNIFIED && src.end != VT_END_UNIFIED &&
         (b || (b = enroll()))) {
         int kind = kind_of(side_from_books(dst, 0), side_from_books(src, 0));
-        count_mine(b, kind, bytes, waited_for(kind, sync));
+        count_mine(b, kind, bytes, waits_now(kind, how));
         return;
     }
     uint32_t site = stacks_on ? vt_stack_here() : VT_NO_SITE;
     vt_lock();
     int d = side_from_books(dst, 1), s = side_from_books(src, 1);
     if (d != SIDE_UNKNOWN && s != SIDE_UNKNOWN) {
-        count_locked(d, s, bytes, sync, site);
+        count_locked(d, s, bytes, how, site);
         vt_unlock();
         return;
     }
@@ -316,7 +401,7 @@ void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, int sync)
     if (s == SIDE_UNKNOWN)
         s = side_from_driver(src.addr);
     vt_lock();
-    count_locked(d, s, bytes, sync, site);
+    count_locked(d, s, bytes, how, site);
     vt_unlock();
 }
 
@@ -341,6 +426,7 @@ vt_copies_frozen *vt_copies_freeze_locked(void)
 void vt_copies_reset_after_fork(void)
 {
     memset(&books, 0, sizeof books);
+    take_pending(VT_COPY_EVERY_STREAM); /* the parent's downloads: not the child's to wait for */
     blocks = NULL;
     if (mine) {
         clear(mine, atomic_load_explicit(&now_moment, memory_order_relaxed));

@@ -19,11 +19,30 @@ typedef struct {
     uintptr_t addr;
 } vt_copy_side;
 
-/* A copy of `bytes` the program asked for and the driver accepted. `sync`: the API returns
- * once the copy is done (the non-Async forms); a device-to-host copy into pageable memory is
- * waited for whatever the form, as the driver documents. Outermost calls only (the hooks'
- * recursion guard). */
-VT_HIDDEN void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, int sync);
+/* How the caller waits for a copy: VT_COPY_SYNC for the forms that return once it is done, else
+ * the stream an asynchronous copy was queued on, as vt_copy_stream names it (never 0). */
+#define VT_COPY_SYNC ((uintptr_t)0)
+
+/* A stream as the waits compare it: the handle, and for a null one the stream it means in that
+ * form of call: the legacy default stream, or (in a _ptsz or _ptds form) the thread's per-thread
+ * default stream, named as anywhere else by CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2). */
+static inline uintptr_t vt_copy_stream(const void *stream, int per_thread)
+{
+    return stream ? (uintptr_t)stream : per_thread ? 2 : 1;
+}
+
+/* A copy of `bytes` the program asked for and the driver accepted, made as `how` says. A
+ * device-to-host copy is waited for when its form is synchronous or its host side pageable (the
+ * driver finishes those before returning, whatever the form); an asynchronous one into pinned
+ * memory, once the thread that queued it waits for its stream (vt_copy_waited). Outermost calls
+ * only (the hooks' recursion guard). */
+VT_HIDDEN void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, uintptr_t how);
+
+/* The calling thread waited for `stream` (vt_copy_stream's name), or with VT_COPY_EVERY_STREAM
+ * for its context or an event: the downloads into pinned memory it queued there and had not
+ * waited for yet are counted as waited for now. */
+#define VT_COPY_EVERY_STREAM ((uintptr_t)0)
+VT_HIDDEN void vt_copy_waited(uintptr_t stream);
 
 /* A copy wrapper (hooks_copy_*.c): the real function (`lookup`, `unavailable` returned without
  * one) called under the recursion guard, then `note` when it was the outermost call and the

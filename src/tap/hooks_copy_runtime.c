@@ -37,9 +37,9 @@ static vt_copy_side end_of(enum cudaMemcpyKind kind, int is_dst, const void *p)
 }
 
 static void note_linear(void *dst, const void *src, uint64_t bytes, enum cudaMemcpyKind kind,
-                        int sync)
+                        uintptr_t how)
 {
-    vt_copy_note(end_of(kind, 1, dst), end_of(kind, 0, src), bytes, sync);
+    vt_copy_note(end_of(kind, 1, dst), end_of(kind, 0, src), bytes, how);
 }
 
 /* Where the first byte of a 3D operand is: an array's is device memory. */
@@ -56,24 +56,24 @@ static uint64_t volume(struct cudaExtent e)
     return (uint64_t)e.width * e.height * e.depth;
 }
 
-static void note_3d(const struct cudaMemcpy3DParms *c, int sync)
+static void note_3d(const struct cudaMemcpy3DParms *c, uintptr_t how)
 {
     vt_copy_note(pitched(c->kind, 1, c->dstArray, c->dstPtr, c->dstPos),
-                 pitched(c->kind, 0, c->srcArray, c->srcPtr, c->srcPos), volume(c->extent), sync);
+                 pitched(c->kind, 0, c->srcArray, c->srcPtr, c->srcPos), volume(c->extent), how);
 }
 
-static void note_3d_peer(const struct cudaMemcpy3DPeerParms *c, int sync)
+static void note_3d_peer(const struct cudaMemcpy3DPeerParms *c, uintptr_t how)
 {
     vt_copy_note(pitched(cudaMemcpyDeviceToDevice, 1, c->dstArray, c->dstPtr, c->dstPos),
                  pitched(cudaMemcpyDeviceToDevice, 0, c->srcArray, c->srcPtr, c->srcPos),
-                 volume(c->extent), sync);
+                 volume(c->extent), how);
 }
 
 static void note_batch(void *const *dsts, const void *const *srcs, const size_t *sizes,
-                       size_t count)
+                       size_t count, uintptr_t how)
 {
     for (size_t i = 0; i < count; i++)
-        note_linear(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, 0);
+        note_linear(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, how);
 }
 
 static vt_copy_side operand(const struct cudaMemcpy3DOperand *o)
@@ -83,66 +83,70 @@ static vt_copy_side operand(const struct cudaMemcpy3DOperand *o)
     return (vt_copy_side){VT_END_DEVICE, 0};
 }
 
-static void note_3d_batch(const struct cudaMemcpy3DBatchOp *ops, size_t n)
+static void note_3d_batch(const struct cudaMemcpy3DBatchOp *ops, size_t n, uintptr_t how)
 {
     for (size_t i = 0; i < n; i++)
-        vt_copy_note(operand(&ops[i].dst), operand(&ops[i].src), volume(ops[i].extent), 0);
+        vt_copy_note(operand(&ops[i].dst), operand(&ops[i].src), volume(ops[i].extent), how);
 }
 
+/* An asynchronous form's `pt`: whether it is the per-thread default stream's (_ptsz), where a
+ * null stream means that. */
+#define ON(st, pt) vt_copy_stream((const void *)(st), pt)
 #define LINEAR(name)                                                                               \
     HOOK(name, (void *d, const void *s, size_t n, enum cudaMemcpyKind k), (d, s, n, k),            \
-         note_linear(d, s, n, k, 1))
-#define LINEAR_ASYNC(name)                                                                         \
+         note_linear(d, s, n, k, VT_COPY_SYNC))
+#define LINEAR_ASYNC(name, pt)                                                                     \
     HOOK(name, (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st),         \
-         (d, s, n, k, st), note_linear(d, s, n, k, 0))
+         (d, s, n, k, st), note_linear(d, s, n, k, ON(st, pt)))
 LINEAR(cudaMemcpy)
 LINEAR(cudaMemcpy_ptds)
-LINEAR_ASYNC(cudaMemcpyAsync)
-LINEAR_ASYNC(cudaMemcpyAsync_ptsz)
+LINEAR_ASYNC(cudaMemcpyAsync, 0)
+LINEAR_ASYNC(cudaMemcpyAsync_ptsz, 1)
 
 #define PARAMS_2D                                                                                  \
     void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k
 #define COPY_2D(name)                                                                              \
-    HOOK(name, (PARAMS_2D), (d, dp, s, sp, w, h, k), note_linear(d, s, (uint64_t)w *h, k, 1))
-#define COPY_2D_ASYNC(name)                                                                        \
+    HOOK(name, (PARAMS_2D), (d, dp, s, sp, w, h, k),                                               \
+         note_linear(d, s, (uint64_t)w *h, k, VT_COPY_SYNC))
+#define COPY_2D_ASYNC(name, pt)                                                                    \
     HOOK(name, (PARAMS_2D, cudaStream_t st), (d, dp, s, sp, w, h, k, st),                          \
-         note_linear(d, s, (uint64_t)w *h, k, 0))
+         note_linear(d, s, (uint64_t)w *h, k, ON(st, pt)))
 COPY_2D(cudaMemcpy2D)
 COPY_2D(cudaMemcpy2D_ptds)
-COPY_2D_ASYNC(cudaMemcpy2DAsync)
-COPY_2D_ASYNC(cudaMemcpy2DAsync_ptsz)
+COPY_2D_ASYNC(cudaMemcpy2DAsync, 0)
+COPY_2D_ASYNC(cudaMemcpy2DAsync_ptsz, 1)
 
-#define COPY_3D(name, type, note) HOOK(name, (const struct type *c), (c), note(c, 1))
-#define COPY_3D_ASYNC(name, type, note)                                                            \
-    HOOK(name, (const struct type *c, cudaStream_t st), (c, st), note(c, 0))
+#define COPY_3D(name, type, note) HOOK(name, (const struct type *c), (c), note(c, VT_COPY_SYNC))
+#define COPY_3D_ASYNC(name, type, note, pt)                                                        \
+    HOOK(name, (const struct type *c, cudaStream_t st), (c, st), note(c, ON(st, pt)))
 COPY_3D(cudaMemcpy3D, cudaMemcpy3DParms, note_3d)
 COPY_3D(cudaMemcpy3D_ptds, cudaMemcpy3DParms, note_3d)
-COPY_3D_ASYNC(cudaMemcpy3DAsync, cudaMemcpy3DParms, note_3d)
-COPY_3D_ASYNC(cudaMemcpy3DAsync_ptsz, cudaMemcpy3DParms, note_3d)
+COPY_3D_ASYNC(cudaMemcpy3DAsync, cudaMemcpy3DParms, note_3d, 0)
+COPY_3D_ASYNC(cudaMemcpy3DAsync_ptsz, cudaMemcpy3DParms, note_3d, 1)
 COPY_3D(cudaMemcpy3DPeer, cudaMemcpy3DPeerParms, note_3d_peer)
 COPY_3D(cudaMemcpy3DPeer_ptds, cudaMemcpy3DPeerParms, note_3d_peer)
-COPY_3D_ASYNC(cudaMemcpy3DPeerAsync, cudaMemcpy3DPeerParms, note_3d_peer)
-COPY_3D_ASYNC(cudaMemcpy3DPeerAsync_ptsz, cudaMemcpy3DPeerParms, note_3d_peer)
+COPY_3D_ASYNC(cudaMemcpy3DPeerAsync, cudaMemcpy3DPeerParms, note_3d_peer, 0)
+COPY_3D_ASYNC(cudaMemcpy3DPeerAsync_ptsz, cudaMemcpy3DPeerParms, note_3d_peer, 1)
 
 HOOK(cudaMemcpyPeer, (void *d, int dd, const void *s, int sd, size_t n), (d, dd, s, sd, n),
-     note_linear(d, s, n, cudaMemcpyDeviceToDevice, 1))
+     note_linear(d, s, n, cudaMemcpyDeviceToDevice, VT_COPY_SYNC))
 HOOK(cudaMemcpyPeerAsync, (void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st),
-     (d, dd, s, sd, n, st), note_linear(d, s, n, cudaMemcpyDeviceToDevice, 0))
+     (d, dd, s, sd, n, st), note_linear(d, s, n, cudaMemcpyDeviceToDevice, ON(st, 0)))
 
-#define BATCH(name)                                                                                \
+#define BATCH(name, pt)                                                                            \
     HOOK(name,                                                                                     \
          (void *const *d, const void *const *s, const size_t *n, size_t count,                     \
           struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t nattrs, cudaStream_t st),       \
-         (d, s, n, count, attrs, idxs, nattrs, st), note_batch(d, s, n, count))
-#define BATCH_3D(name)                                                                             \
+         (d, s, n, count, attrs, idxs, nattrs, st), note_batch(d, s, n, count, ON(st, pt)))
+#define BATCH_3D(name, pt)                                                                         \
     HOOK(name,                                                                                     \
          (size_t nops, struct cudaMemcpy3DBatchOp * ops, unsigned long long flags,                 \
           cudaStream_t st),                                                                        \
-         (nops, ops, flags, st), note_3d_batch(ops, nops))
-BATCH(cudaMemcpyBatchAsync)
-BATCH(cudaMemcpyBatchAsync_ptsz)
-BATCH_3D(cudaMemcpy3DBatchAsync)
-BATCH_3D(cudaMemcpy3DBatchAsync_ptsz)
+         (nops, ops, flags, st), note_3d_batch(ops, nops, ON(st, pt)))
+BATCH(cudaMemcpyBatchAsync, 0)
+BATCH(cudaMemcpyBatchAsync_ptsz, 1)
+BATCH_3D(cudaMemcpy3DBatchAsync, 0)
+BATCH_3D(cudaMemcpy3DBatchAsync_ptsz, 1)
 
 /* Registered host memory is pinned; the range is forgotten before the real unregister. */
 HOOK(cudaHostRegister, (void *p, size_t size, unsigned int flags), (p, size, flags),

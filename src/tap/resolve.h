@@ -10,10 +10,10 @@
 #include "tap.h"
 
 /* Driver functions vramtap wraps, then those it only calls, named as libcuda exports them:
- * allocations and lookups (hooks_driver.c), copies and host registration
- * (hooks_copy_driver.c, with the per-thread default stream variants the runtime looks up with
- * flags 2). */
-#define VT_DRIVER_WRAPPED(X) VT_DRIVER_ALLOCS(X) VT_DRIVER_COPIES(X)
+ * allocations and lookups (hooks_driver.c), copies, host registration and the waits that end
+ * asynchronous downloads (hooks_copy_driver.c, with the per-thread default stream variants the
+ * runtime looks up with flags 2). */
+#define VT_DRIVER_WRAPPED(X) VT_DRIVER_ALLOCS(X) VT_DRIVER_COPIES(X) VT_DRIVER_WAITS(X)
 
 #define VT_DRIVER_ALLOCS(X)                                                                        \
     X(cuGetProcAddress)                                                                            \
@@ -83,6 +83,13 @@
     X(cuMemcpy3DBatchAsync_v2_ptsz)                                                                \
     X(cuMemHostRegister_v2)                                                                        \
     X(cuMemHostUnregister)
+
+#define VT_DRIVER_WAITS(X)                                                                         \
+    X(cuStreamSynchronize)                                                                         \
+    X(cuStreamSynchronize_ptsz)                                                                    \
+    X(cuEventSynchronize)                                                                          \
+    X(cuCtxSynchronize)                                                                            \
+    X(cuCtxSynchronize_v2)
 
 #define VT_DRIVER_CALLED(X)                                                                        \
     X(cuCtxGetDevice)                                                                              \
@@ -157,7 +164,8 @@ VT_HIDDEN int vt_capture_relax(void);
 VT_HIDDEN void vt_capture_restore(int mode);
 
 /* Wrappers for the driver functions, defined in hooks_driver.c (NULL for those only called);
- * vt_copy_wrapper: those of VT_DRIVER_COPIES, defined in hooks_copy_driver.c (NULL for others). */
+ * vt_copy_wrapper: those of VT_DRIVER_COPIES and VT_DRIVER_WAITS, defined in hooks_copy_driver.c
+ * (NULL for others). */
 VT_HIDDEN void *vt_driver_wrapper(vt_drv which);
 VT_HIDDEN void *vt_copy_wrapper(vt_drv which);
 

@@ -493,6 +493,62 @@ CUresult cuStreamSynchronize(CUstream hStream)
     return locked_stream_device(hStream, &unused);
 }
 
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return cuStreamSynchronize(hStream);
+}
+
+/* ---- events: nothing runs, so an event is complete as soon as it is recorded ---- */
+
+#define EVENT_MAGIC 0x45564e54u
+
+struct CUevent_st {
+    unsigned magic;
+};
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
+{
+    (void)flags;
+    if (!phEvent)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *e = malloc(sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = EVENT_MAGIC;
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+static bool event_ok(CUevent hEvent)
+{
+    return hEvent && hEvent->magic == EVENT_MAGIC;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    CUdevice unused;
+    return event_ok(hEvent) ? locked_stream_device(hStream, &unused) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    return cuEventRecord(hEvent, hStream);
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    return event_ok(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    if (!event_ok(hEvent))
+        return CUDA_ERROR_INVALID_HANDLE;
+    hEvent->magic = 0;
+    free(hEvent);
+    return CUDA_SUCCESS;
+}
+
 /* ---- errors ---- */
 
 static const struct {

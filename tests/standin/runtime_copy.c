@@ -1,7 +1,7 @@
-/* libcudart.so.13 stand-in: copies and host registration. Each runtime copy is one call of a
- * driver copy through the pointers looked up at start-up, the per-thread default stream forms
- * (_ptds, _ptsz) through the lookups made with flags 2, as NVIDIA's runtime looks them up
- * (../shared/reference/cudart13-driver-lookups.txt). */
+/* libcudart.so.13 stand-in: copies, host registration and the waits on a stream. Each runtime copy
+ * is one call of a driver copy through the pointers looked up at start-up, the per-thread default
+ * stream forms (_ptds, _ptsz) through the lookups made with flags 2, as NVIDIA's runtime looks
+ * them up (../shared/reference/cudart13-driver-lookups.txt). */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
@@ -32,6 +32,7 @@ static struct {
     PFN_cuMemcpy3DPeerAsync_v4000 peer3dAsync[2];
     PFN_cuMemcpyBatchAsync_v13000 batch[2];
     PFN_cuMemcpy3DBatchAsync_v13000 batch3d[2];
+    PFN_cuStreamSynchronize_v2000 streamSynchronize[2];
 } cp;
 
 bool copy_lookups(void)
@@ -63,6 +64,7 @@ bool copy_lookups(void)
     GET2(peer3dAsync, "cuMemcpy3DPeerAsync", 4000, 7000);
     GET2(batch, "cuMemcpyBatchAsync", 13000, 13000);
     GET2(batch3d, "cuMemcpy3DBatchAsync", 13000, 13000);
+    GET2(streamSynchronize, "cuStreamSynchronize", 2000, 7000);
 #undef GET
 #undef GET2
     return ok;
@@ -85,6 +87,24 @@ cudaError_t cudaHostUnregister(void *ptr)
     if (e != cudaSuccess)
         return done(e);
     return done(to_runtime(cp.hostUnregister(ptr)));
+}
+
+/* ---- waiting for a stream ---- */
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return done(e);
+    return done(to_runtime(cp.streamSynchronize[0](stream)));
+}
+
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return done(e);
+    return done(to_runtime(cp.streamSynchronize[1](stream)));
 }
 
 /* ---- copies ---- */

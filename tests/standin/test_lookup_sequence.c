@@ -44,7 +44,7 @@ static const char *const expected[] = {
     "[gpa] cuStreamGetDevice ver=12080 flags=2",
     "[gpa] cuStreamDestroy ver=4000 flags=0",
     "[gpa] cuGetExportTable ver=3000 flags=0",
-    /* copies: the per-thread default stream forms with flags 2 */
+    /* copies and stream waits: the per-thread default stream forms with flags 2 */
     "[gpa] cuMemHostRegister ver=6050 flags=0",
     "[gpa] cuMemHostUnregister ver=4000 flags=0",
     "[gpa] cuMemcpy ver=4000 flags=0",
@@ -83,6 +83,8 @@ static const char *const expected[] = {
     "[gpa] cuMemcpyBatchAsync ver=13000 flags=2",
     "[gpa] cuMemcpy3DBatchAsync ver=13000 flags=0",
     "[gpa] cuMemcpy3DBatchAsync ver=13000 flags=2",
+    "[gpa] cuStreamSynchronize ver=2000 flags=0",
+    "[gpa] cuStreamSynchronize ver=7000 flags=2",
 };
 
 static int starts_with(const char *s, const char *prefix)

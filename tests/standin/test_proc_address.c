@@ -47,7 +47,10 @@ static const struct {
     {"cuMemAllocFromPoolAsync", 12000, 2, "cuMemAllocFromPoolAsync_ptsz"},
     {"cuMemFreeAsync", 13000, 2, "cuMemFreeAsync_ptsz"},
     {"cuStreamGetDevice", 12080, 2, "cuStreamGetDevice_ptsz"},
-    {"cuStreamSynchronize", 7000, 2, "cuStreamSynchronize"},
+    {"cuStreamSynchronize", 2000, 2, "cuStreamSynchronize"}, /* _ptsz only from 7000 */
+    {"cuStreamSynchronize", 7000, 2, "cuStreamSynchronize_ptsz"},
+    {"cuEventSynchronize", 2000, 0, "cuEventSynchronize"},
+    {"cuEventRecord", 7000, 2, "cuEventRecord_ptsz"},
     {"cuMemCreate", 10020, 0, "cuMemCreate"},
     {"cuMemRetainAllocationHandle", 11000, 0, "cuMemRetainAllocationHandle"},
 };

@@ -5,7 +5,10 @@
  * steps that each upload 10 MiB, PAGEABLE MiB of it from pageable memory and the rest from
  * pinned memory, copy on the device, read one value back synchronously, and start a thread
  * that copies once and ends (its counts outlive it). A worker forked between the two makes one
- * copy of its own; a pageable load of 64 MiB is held throughout.
+ * copy of its own; a pageable load of 64 MiB is held throughout. Downloads into pinned memory
+ * queued on a stream are waited for when the thread later waits for that stream (by the runtime,
+ * the driver, either default stream), an event or the context, and only when that wait
+ * succeeds; a worker forked with some queued does not wait for them.
  *
  * The program keeps its own account of what each copy was and prints it, in the snapshot's
  * shape, as one line of JSON: {"copies": {...}, "worker": PID}.
@@ -29,6 +32,7 @@ cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cuda
 cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
                                    size_t width, size_t height, enum cudaMemcpyKind kind,
                                    cudaStream_t s);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
 
 enum { H2D_PAGEABLE, H2D_PINNED, D2H_PAGEABLE, D2H_PINNED, D2D, H2H, NKINDS };
 enum { SETUP, FORWARD, BACKWARD, OPTIMIZER, OTHER, NPHASES };
@@ -83,6 +87,58 @@ static void end(const char *name)
         now_step++;
 }
 
+/* Downloads into pinned memory queued on a stream and not waited for yet, as the library follows
+ * them: by stream for 4 streams at a time; those queued on more streams at once are counted
+ * only by a wait for every stream (an event, the context). A null stream is the legacy default
+ * stream, or in a _ptsz form the per-thread one: named here as CUDA names them anywhere. */
+#define LEGACY ((void *)CU_STREAM_LEGACY)
+#define PER_THREAD ((void *)CU_STREAM_PER_THREAD)
+enum { FOLLOWED = 4 };
+static struct {
+    void *stream;
+    int n;
+} queued[FOLLOWED];
+static int queued_beyond;
+
+static void did_queue(size_t bytes, void *stream)
+{
+    did(D2H_PINNED, bytes, 0);
+    int empty = -1;
+    for (int i = 0; i < FOLLOWED; i++) {
+        if (queued[i].n && queued[i].stream == stream) {
+            queued[i].n++;
+            return;
+        }
+        if (!queued[i].n && empty < 0)
+            empty = i;
+    }
+    if (empty < 0) {
+        queued_beyond++;
+        return;
+    }
+    queued[empty].stream = stream;
+    queued[empty].n = 1;
+}
+
+/* A wait for `stream` (NULL: every stream) that succeeded: how many downloads it counts. */
+static int did_wait(void *stream)
+{
+    int n = 0;
+    for (int i = 0; i < FOLLOWED; i++)
+        if (queued[i].n && (!stream || queued[i].stream == stream)) {
+            n += queued[i].n;
+            queued[i].n = 0;
+        }
+    if (!stream) {
+        n += queued_beyond;
+        queued_beyond = 0;
+    }
+    counts *all[] = {&total, &phase[now_phase], &step[now_step]};
+    for (int i = 0; i < 3; i++)
+        all[i]->sync_d2h += (unsigned long long)n;
+    return n;
+}
+
 /* The address the preloaded library exports under `name`: what every route must hand out. */
 static void *wrapper(const char *name)
 {
@@ -100,9 +156,9 @@ static void runtime_routes(void)
     did(D2H_PAGEABLE, 1100, 1);
     CHECK_EQ_INT(cudaMemcpyAsync(dev0, pinned + 64, 1200, cudaMemcpyHostToDevice, 0), cudaSuccess);
     did(H2D_PINNED, 1200, 0);
-    /* into pinned memory, asynchronous: not waited for */
+    /* into pinned memory, asynchronous: not waited for yet */
     CHECK_EQ_INT(cudaMemcpyAsync_ptsz(pinned, dev0, 1300, cudaMemcpyDeviceToHost, 0), cudaSuccess);
-    did(D2H_PINNED, 1300, 0);
+    did_queue(1300, PER_THREAD);
     CHECK_EQ_INT(cudaMemcpy(dev0 + 4096, dev0, 1400, cudaMemcpyDeviceToDevice), cudaSuccess);
     did(D2D, 1400, 0);
     CHECK_EQ_INT(cudaMemcpy(pageable + 4096, pinned, 1500, cudaMemcpyHostToHost), cudaSuccess);
@@ -119,7 +175,7 @@ static void runtime_routes(void)
     did(H2D_PAGEABLE, 128 * 8, 0);
     CHECK_EQ_INT(cudaMemcpy2DAsync_ptsz(pinned, 64, dev0, 64, 64, 4, cudaMemcpyDeviceToHost, 0),
                  cudaSuccess);
-    did(D2H_PINNED, 64 * 4, 0);
+    did_queue(64 * 4, PER_THREAD);
     struct cudaMemcpy3DParms p3 = {.srcPtr = {.ptr = pinned, .pitch = 64, .xsize = 32, .ysize = 4},
                                    .dstPtr = {.ptr = dev0, .pitch = 64, .xsize = 32, .ysize = 4},
                                    .extent = {.width = 32, .height = 4, .depth = 2},
@@ -151,7 +207,7 @@ static void runtime_routes(void)
     size_t idx = 0;
     CHECK_EQ_INT(cudaMemcpyBatchAsync(dsts, srcs, sizes, 3, &attr, &idx, 1, 0), cudaSuccess);
     did(H2D_PAGEABLE, 300, 0);
-    did(D2H_PINNED, 400, 0);
+    did_queue(400, LEGACY);
     did(D2D, 500, 0);
     struct cudaMemcpy3DBatchOp op = {
         .src = {.type = cudaMemcpyOperandTypePointer, .op.ptr = {.ptr = pinned}},
@@ -269,6 +325,98 @@ static void registration(void)
         CHECK_EQ_INT(cudaFreeHost(many[i]), cudaSuccess);
 }
 
+/* Into a forward phase, or out of it: each wait below is counted at a moment of its own, apart
+ * from the downloads it waits for and from the wait before. */
+static void flip(void)
+{
+    if (now_phase == FORWARD)
+        end(VRAMTAP_FORWARD);
+    else
+        begin(FORWARD, VRAMTAP_FORWARD);
+}
+
+/* Waits for downloads queued into pinned memory: PyTorch's .item() since 2.x (cudaMemcpyAsync
+ * into a pinned buffer, then cudaStreamSynchronize), a wait for another stream, the default
+ * streams, the context (runtime and driver, both versions), an event, a wait that fails, and
+ * more streams at once than are followed. */
+static void waits(void)
+{
+    cudaStream_t s[6];
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ_INT(cudaStreamCreate(&s[i]), cudaSuccess);
+    CUdeviceptr d0 = (CUdeviceptr)dev0;
+
+    CHECK_EQ_INT(cudaMemcpyAsync(pinned, dev0, 4, cudaMemcpyDeviceToHost, s[0]), cudaSuccess);
+    did_queue(4, s[0]);
+    flip();
+    CHECK_EQ_INT(cudaStreamSynchronize(s[0]), cudaSuccess);
+    CHECK_EQ_INT(did_wait(s[0]), 1);
+
+    CHECK_EQ_INT(cuMemcpyDtoHAsync(pinned, d0, 8, s[0]), CUDA_SUCCESS);
+    did_queue(8, s[0]);
+    flip();
+    CHECK_EQ_INT(cudaStreamSynchronize(s[1]), cudaSuccess);
+    CHECK_EQ_INT(did_wait(s[1]), 0);
+    /* runtime_routes' two on the per-thread default stream */
+    flip();
+    CHECK_EQ_INT(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    CHECK_EQ_INT(did_wait(PER_THREAD), 2);
+    CHECK_EQ_INT(cudaMemcpyAsync_ptsz(pinned, dev0, 12, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    did_queue(12, PER_THREAD);
+    /* the batch of runtime_routes on the legacy stream */
+    flip();
+    CHECK_EQ_INT(cudaStreamSynchronize(0), cudaSuccess);
+    CHECK_EQ_INT(did_wait(LEGACY), 1);
+    flip();
+    CHECK_EQ_INT(cudaStreamSynchronize_ptsz(0), cudaSuccess);
+    CHECK_EQ_INT(did_wait(PER_THREAD), 1);
+    flip();
+    CHECK_EQ_INT(cudaDeviceSynchronize(), cudaSuccess);
+    CHECK_EQ_INT(did_wait(NULL), 1);
+
+    CUevent e;
+    CHECK_EQ_INT(cuEventCreate(&e, 0), CUDA_SUCCESS);
+    CHECK_EQ_INT(cuMemcpyDtoHAsync(pinned, d0, 16, s[1]), CUDA_SUCCESS);
+    did_queue(16, s[1]);
+    CHECK_EQ_INT(cuEventRecord(e, s[1]), CUDA_SUCCESS);
+    flip();
+    CHECK_EQ_INT(cuEventSynchronize(e), CUDA_SUCCESS);
+    CHECK_EQ_INT(did_wait(NULL), 1);
+    CHECK_EQ_INT(cuEventDestroy(e), CUDA_SUCCESS);
+
+    /* refused: nothing waited for */
+    CHECK_EQ_INT(cuMemcpyDtoHAsync(pinned, d0, 20, s[1]), CUDA_SUCCESS);
+    did_queue(20, s[1]);
+    flip();
+    CHECK(cuStreamSynchronize((CUstream)(uintptr_t)0x7e57) != CUDA_SUCCESS);
+    flip();
+    CHECK_EQ_INT(cuCtxSynchronize_v2(NULL), CUDA_SUCCESS);
+    CHECK_EQ_INT(did_wait(NULL), 1);
+
+    /* six streams at once: the last two are counted by the context's wait only */
+    for (int i = 0; i < 6; i++) {
+        CHECK_EQ_INT(cudaMemcpyAsync(pinned, dev0, 24, cudaMemcpyDeviceToHost, s[i]), cudaSuccess);
+        did_queue(24, s[i]);
+    }
+    flip();
+    CHECK_EQ_INT(cuStreamSynchronize(s[0]), CUDA_SUCCESS);
+    CHECK_EQ_INT(did_wait(s[0]), 1);
+    flip();
+    CHECK_EQ_INT(cuStreamSynchronize(s[5]), CUDA_SUCCESS);
+    CHECK_EQ_INT(did_wait(s[5]), 0);
+    flip();
+    CHECK_EQ_INT(cuCtxSynchronize(), CUDA_SUCCESS);
+    CHECK_EQ_INT(did_wait(NULL), 5);
+
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ_INT(cudaStreamDestroy(s[i]), cudaSuccess);
+    if (now_phase == FORWARD)
+        end(VRAMTAP_FORWARD);
+    /* left queued for the worker forked next, which does not wait for it */
+    CHECK_EQ_INT(cuMemcpyDtoHAsync(pinned, d0, 28, 0), CUDA_SUCCESS);
+    did_queue(28, LEGACY);
+}
+
 /* A thread that copies once on the device and ends, in the phase its starter is in. */
 static void *copy_and_end(void *arg)
 {
@@ -284,7 +432,8 @@ static pid_t fork_worker(void)
     if (pid == 0) {
         void *d;
         int ok = cudaMalloc(&d, MiB) == cudaSuccess &&
-                 cudaMemcpy(d, pageable, MiB, cudaMemcpyHostToDevice) == cudaSuccess;
+                 cudaMemcpy(d, pageable, MiB, cudaMemcpyHostToDevice) == cudaSuccess &&
+                 cudaDeviceSynchronize() == cudaSuccess;
         exit(ok ? 0 : 3);
     }
     return pid;
@@ -313,8 +462,11 @@ int main(int argc, char **argv)
     runtime_routes();
     driver_routes();
     registration();
+    waits();
     pid_t worker = fork_worker();
     CHECK(worker > 0);
+    CHECK_EQ_INT(cudaStreamSynchronize(0), cudaSuccess);
+    CHECK_EQ_INT(did_wait(LEGACY), 1);
 
     for (int s = 0; s < STEPS; s++) {
         /* the batch: 10 MiB, from pageable and pinned memory */

@@ -1,6 +1,7 @@
 """Runs tap_copies (see copies.c) under the library and checks the snapshot's copies against
 the program's own account, exactly: totals, each phase and each step, by direction and host
-kind, and the synchronous downloads. Every copy is counted once whichever route it took (the
+kind, and the synchronous downloads (those into pinned memory at the wait for their stream, an
+event or the device). Every copy is counted once whichever route it took (the
 runtime's copies call the driver's underneath). The forked worker's snapshot holds its one copy
 and nothing of its parent's. `vramtap report --json` carries the same bytes and a typical step;
 the text report advises pin_memory when half or more of a step's upload bytes come from pageable

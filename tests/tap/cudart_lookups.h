@@ -24,6 +24,12 @@ static void expect_cudart_lookups(void)
          "cuMemAllocFromPoolAsync_ptsz"},
         {"cuGetProcAddress_v2 cuMemFreeAsync ver=11020 flags=0", "cuMemFreeAsync"},
         {"cuGetProcAddress_v2 cuMemFreeAsync ver=11020 flags=2", "cuMemFreeAsync_ptsz"},
+        /* the waits that end asynchronous downloads into pinned memory */
+        {"cuGetProcAddress_v2 cuCtxSynchronize ver=2000 flags=0", "cuCtxSynchronize"},
+        {"cuGetProcAddress_v2 cuCtxSynchronize ver=13000 flags=0", "cuCtxSynchronize_v2"},
+        {"cuGetProcAddress_v2 cuEventSynchronize ver=2000 flags=0", "cuEventSynchronize"},
+        {"cuGetProcAddress_v2 cuStreamSynchronize ver=2000 flags=0", "cuStreamSynchronize"},
+        {"cuGetProcAddress_v2 cuStreamSynchronize ver=7000 flags=2", "cuStreamSynchronize_ptsz"},
     };
     /* The runtime's one dlsym on the driver handle. */
     printf("EXPECT stderr ^vramtap:.dlsym.cuGetProcAddress_v2.ver=0.flags=0.->.vramtap."
