@@ -317,7 +317,7 @@ static void pend(uintptr_t stream)
     pending[empty].n = 1;
 }
 
-/* How many of them a wait for `stream` (or every stream) covers, no longer pending. */
+/* How many of them a wait for `stream` (or every stream) ends, no longer pending. */
 static uint64_t take_pending(uintptr_t stream)
 {
     uint64_t n = 0;
@@ -334,20 +334,20 @@ static uint64_t take_pending(uintptr_t stream)
     return n;
 }
 
+/* One wait, however many downloads it ends: what the count stands for is a stall of the thread
+ * until the GPU has done all it was given before (ten tensors offloaded and then one
+ * synchronisation stall it once). */
 void vt_copy_waited(uintptr_t stream)
 {
-    if (!pending_all || vt_cfg.disabled)
-        return;
-    uint64_t n = take_pending(stream);
-    if (!n)
+    if (!pending_all || vt_cfg.disabled || !take_pending(stream))
         return;
     block *b = mine ? mine : enroll();
     if (b) {
         to_moment(b);
-        bump(&b->sync_d2h, n);
+        bump(&b->sync_d2h, 1);
         return;
     }
-    counts c = {.sync_d2h = n};
+    counts c = {.sync_d2h = 1};
     vt_lock();
     add_at(&books, vt_state.phase, vt_state.step, &c);
     vt_unlock();

@@ -33,14 +33,14 @@ static inline uintptr_t vt_copy_stream(const void *stream, int per_thread)
 
 /* A copy of `bytes` the program asked for and the driver accepted, made as `how` says. A
  * device-to-host copy is waited for when its form is synchronous or its host side pageable (the
- * driver finishes those before returning, whatever the form); an asynchronous one into pinned
- * memory, once the thread that queued it waits for its stream (vt_copy_waited). Outermost calls
- * only (the hooks' recursion guard). */
+ * driver finishes those before returning, whatever the form); asynchronous ones into pinned
+ * memory, by the wait of the thread that queued them for their stream (vt_copy_waited).
+ * Outermost calls only (the hooks' recursion guard). */
 VT_HIDDEN void vt_copy_note(vt_copy_side dst, vt_copy_side src, uint64_t bytes, uintptr_t how);
 
 /* The calling thread waited for `stream` (vt_copy_stream's name), or with VT_COPY_EVERY_STREAM
- * for its context or an event: the downloads into pinned memory it queued there and had not
- * waited for yet are counted as waited for now. */
+ * for its context or an event: when that ends downloads into pinned memory it queued there and
+ * had not waited for yet, it counts as one download waited for, now. */
 #define VT_COPY_EVERY_STREAM ((uintptr_t)0)
 VT_HIDDEN void vt_copy_waited(uintptr_t stream);
 

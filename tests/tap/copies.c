@@ -120,7 +120,8 @@ static void did_queue(size_t bytes, void *stream)
     queued[empty].n = 1;
 }
 
-/* A wait for `stream` (NULL: every stream) that succeeded: how many downloads it counts. */
+/* A wait for `stream` (NULL: every stream) that succeeded: how many downloads it ends. Counted
+ * as one download waited for when it ends any: one stall however many it ends. */
 static int did_wait(void *stream)
 {
     int n = 0;
@@ -135,7 +136,7 @@ static int did_wait(void *stream)
     }
     counts *all[] = {&total, &phase[now_phase], &step[now_step]};
     for (int i = 0; i < 3; i++)
-        all[i]->sync_d2h += (unsigned long long)n;
+        all[i]->sync_d2h += n > 0;
     return n;
 }
 
