@@ -32,8 +32,7 @@ typedef CUptiResult (*enable_callback_fn)(uint32_t, CUpti_SubscriberHandle, CUpt
                                           CUpti_CallbackId);
 typedef CUptiResult (*result_string_fn)(CUptiResult, const char **);
 
-enum role { ROLE_NONE, ROLE_RECORD, ROLE_COUNT };
-static _Atomic int role;
+VT_HIDDEN _Atomic int vt_attach_role;
 static char cupti_path[PATH_MAX];
 
 /* The calls vramtap follows, in CUPTI's two API domains: what each one makes (the API it is
@@ -136,9 +135,9 @@ void vt_coverage_reset_after_fork(void)
  * call underneath a wrapper recorded is not one interposition missed. */
 static VT_TLS int interposed_inside;
 
-void vt_coverage_interposed(vt_api api, uint64_t size)
+void vt_coverage_count_interposed(vt_api api, uint64_t size)
 {
-    if (atomic_load_explicit(&role, memory_order_relaxed) == ROLE_COUNT && api < VT_API_COUNT) {
+    if (api < VT_API_COUNT) {
         count(SIDE_INTERPOSED, api, size);
         interposed_inside = 1;
     }
@@ -326,7 +325,7 @@ static VT_TLS int runtime_open;
 static void outermost(int r, int surrounded, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                       const CUpti_CallbackData *d, made *m)
 {
-    int records = r == ROLE_RECORD && !surrounded;
+    int records = r == VT_ATTACH_RECORD && !surrounded;
     if (d->callbackSite == CUPTI_API_ENTER) {
         if (records && m->api == VT_API_COUNT)
             released(domain, cbid, m->kind, d->functionParams);
@@ -350,7 +349,7 @@ static void outermost(int r, int surrounded, CUpti_CallbackDomain domain, CUpti_
     if (records)
         record(m, ok, error, is_oom);
     /* Physical memory elsewhere than on a device is not what interposition counts. */
-    if (r == ROLE_COUNT && ok && m->addr && (m->kind != VT_KIND_VMM || m->device >= 0)) {
+    if (r == VT_ATTACH_COUNT && ok && m->addr && (m->kind != VT_KIND_VMM || m->device >= 0)) {
         count(SIDE_CUPTI, m->api, m->size);
         if (!surrounded)
             count(SIDE_MISSED, m->api, m->size);
@@ -362,7 +361,7 @@ static void CUPTIAPI on_call(void *userdata, CUpti_CallbackDomain domain, CUpti_
 {
     (void)userdata;
     const CUpti_CallbackData *d = cbdata;
-    int r = atomic_load_explicit(&role, memory_order_relaxed);
+    int r = atomic_load_explicit(&vt_attach_role, memory_order_relaxed);
     made m = {.device = -1};
     if (!d || !d->functionParams || in_callback || vt_cfg.disabled || !followed(domain, cbid, &m))
         return;
@@ -475,7 +474,7 @@ VT_EXPORT int InitializeInjection(void)
     }
     if (!vt_cfg.preloaded)
         vt_unwind_skip_cuda();
-    atomic_store(&role, vt_cfg.preloaded ? ROLE_COUNT : ROLE_RECORD);
+    atomic_store(&vt_attach_role, vt_cfg.preloaded ? VT_ATTACH_COUNT : VT_ATTACH_RECORD);
     return 1;
 }
 
@@ -487,7 +486,7 @@ typedef struct {
 
 static int read_figures(figures *c)
 {
-    if (atomic_load(&role) != ROLE_COUNT)
+    if (atomic_load(&vt_attach_role) != VT_ATTACH_COUNT)
         return 0;
     for (int s = 0; s < SIDES; s++)
         for (int a = 0; a < VT_API_COUNT; a++)

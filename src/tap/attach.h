@@ -9,8 +9,18 @@
 
 #include "tap.h"
 
-/* An allocation interposition recorded (table.c): the coverage check's other side. */
-VT_HIDDEN void vt_coverage_interposed(vt_api api, uint64_t size);
+/* What CUPTI's callbacks do: nothing (not loaded by the driver), record (attach mode), or count
+ * beside interposition (the coverage check). */
+enum { VT_ATTACH_NONE, VT_ATTACH_RECORD, VT_ATTACH_COUNT };
+extern VT_HIDDEN _Atomic int vt_attach_role;
+VT_HIDDEN void vt_coverage_count_interposed(vt_api api, uint64_t size);
+/* An allocation interposition recorded (table.c): the coverage check's other side. The test is
+ * inline: every allocation asks, and only the coverage check counts. */
+static inline void vt_coverage_interposed(vt_api api, uint64_t size)
+{
+    if (atomic_load_explicit(&vt_attach_role, memory_order_relaxed) == VT_ATTACH_COUNT)
+        vt_coverage_count_interposed(api, size);
+}
 /* A forked child counts its own allocations, from nothing, as its books start empty. */
 VT_HIDDEN void vt_coverage_reset_after_fork(void);
 

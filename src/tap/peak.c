@@ -18,10 +18,8 @@ static void release_dead(vt_device *d)
     d->dead.labelled = 0;
 }
 
-int vt_peak_note_alloc(vt_device *d, const vt_mark *birth)
+void vt_peak_rise(vt_device *d, const vt_mark *birth)
 {
-    if (d->live <= d->peak)
-        return 0;
     d->peak = d->live;
     atomic_store_explicit(&vt_peak_rises,
                           atomic_load_explicit(&vt_peak_rises, memory_order_relaxed) + 1,
@@ -34,13 +32,9 @@ int vt_peak_note_alloc(vt_device *d, const vt_mark *birth)
     d->rss_at_peak = d->last_rss;
     d->workers_at_peak = d->last_workers;
     release_dead(d);
-    return 1;
 }
 
-/* vt_peak_note_free's copy, apart: the test before it is then all a free pays for, without
- * the registers the copy takes saved and restored around it. */
-static __attribute__((noinline)) int keep_dead(vt_device *d, const vt_rec *r, const vt_mark *death,
-                                               uint32_t copied)
+int vt_peak_keep_dead(vt_device *d, const vt_rec *r, const vt_mark *death, uint32_t copied)
 {
     if (vt_chunks_reserve(&d->dead.c, sizeof(vt_dead), d->dead.n + 1)) {
         vt_state.c.dropped++;
@@ -50,11 +44,6 @@ static __attribute__((noinline)) int keep_dead(vt_device *d, const vt_rec *r, co
     *e = (vt_dead){.r = *r, .death = *death, .address = vt_rec_address(r), .copied = copied};
     d->dead.labelled += vt_rec_labelled(r);
     return 1;
-}
-
-int vt_peak_note_free(vt_device *d, const vt_rec *r, const vt_mark *death, uint32_t copied)
-{
-    return vt_rec_seq(r) <= d->peak_seq && keep_dead(d, r, death, copied);
 }
 
 int vt_peak_holds(const vt_rec *r)

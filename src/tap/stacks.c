@@ -118,10 +118,8 @@ static uint32_t intern_recent(const uint64_t *frames, int n_native, int n_py)
     return s->id;
 }
 
-uint32_t vt_stack_here(void)
+uint32_t vt_stack_capture(void)
 {
-    if (!vt_cfg.stacks)
-        return VT_NO_SITE;
     uint64_t frames[VT_MAX_DEPTH * 2];
     uint32_t *memo;
     int n_native =

@@ -16,9 +16,8 @@ extern __thread __attribute__((visibility("hidden"), tls_model("initial-exec")))
 #include <uthash.h>
 
 #include "mpath.h"
+#include "stacks.h"
 #include "tap.h"
-
-#define VT_NO_SITE UINT32_MAX
 
 typedef enum {
     VT_PHASE_SETUP,
