@@ -9,7 +9,11 @@
  * own copy and vramtap can only see the driver calls that copy makes through cuGetProcAddress.
  * Routes: runtime sync, pitch, 3D, managed, stream-ordered (default and created pool); the
  * driver by name (-lcuda), through cuGetProcAddress, cudaGetDriverEntryPoint[ByVersion] and
- * dlsym on a libcuda handle; VMM; pinned host memory (never part of a device peak).
+ * dlsym on a libcuda handle; VMM; pinned host memory (never part of a device peak). Then copies
+ * between host and device by direction and host kind, and the downloads the program waits for:
+ * synchronous ones, pageable ones, and asynchronous ones into pinned memory ended by a wait for
+ * their stream (a created one and the legacy default stream, as PyTorch's .item() waits), an
+ * event or the device.
  *
  * The account is exact by construction (sizes as vramtap documents them: pitch x rows for
  * pitched memory, the physical size for VMM). Around every allocation the program also reads
@@ -120,6 +124,59 @@ static uint64_t pool_attr(cudaMemPool_t pool, enum cudaMemPoolAttr attr)
     if (pool && cudaMemPoolGetAttribute(pool, attr, &v) != cudaSuccess)
         return 0;
     return v;
+}
+
+/* Copies as the snapshot counts them (docs/host-memory.md), in its shape. */
+enum { H2D_PAGEABLE, H2D_PINNED, D2H_PAGEABLE, D2H_PINNED, D2D, NCOPY };
+static unsigned long long copy_bytes[NCOPY], copy_calls[NCOPY], sync_d2h;
+
+static void copied(int kind, size_t bytes, int waited)
+{
+    copy_bytes[kind] += bytes;
+    copy_calls[kind]++;
+    sync_d2h += (unsigned long long)waited;
+}
+
+/* The copies, between device memory `dev` (64 KiB at least), pinned memory `pinned` and pageable
+ * memory `pageable` (4 KiB at least each). Each asynchronous download into pinned memory is
+ * waited for at once, in one of four ways: each such wait counts once. */
+static void copies(char *dev, char *pinned, char *pageable, cudaStream_t s)
+{
+    if (CK_RT(cudaMemcpy(dev, pageable, 4096, cudaMemcpyHostToDevice)))
+        copied(H2D_PAGEABLE, 4096, 0);
+    if (CK_RT(cudaMemcpyAsync(dev + 8192, pinned, 2048, cudaMemcpyHostToDevice, s)))
+        copied(H2D_PINNED, 2048, 0);
+    if (CK_RT(cudaMemcpy(pageable, dev, 1000, cudaMemcpyDeviceToHost)))
+        copied(D2H_PAGEABLE, 1000, 1);
+    /* into pageable memory the driver has finished it when the call returns */
+    if (CK_RT(cudaMemcpyAsync(pageable, dev, 1100, cudaMemcpyDeviceToHost, s)))
+        copied(D2H_PAGEABLE, 1100, 1);
+    if (CK_RT(cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, s))) {
+        copied(D2H_PINNED, 4, 0);
+        if (CK_RT(cudaStreamSynchronize(s)))
+            sync_d2h++;
+    }
+    if (CK_RT(cudaMemcpyAsync(pinned + 64, dev, 4, cudaMemcpyDeviceToHost, 0))) {
+        copied(D2H_PINNED, 4, 0);
+        if (CK_RT(cudaStreamSynchronize(0)))
+            sync_d2h++;
+    }
+    CUevent e = NULL;
+    if (CK_DRV(cuEventCreate(&e, CU_EVENT_DEFAULT)) &&
+        CK_RT(cudaMemcpyAsync(pinned + 128, dev, 8, cudaMemcpyDeviceToHost, s))) {
+        copied(D2H_PINNED, 8, 0);
+        if (CK_DRV(cuEventRecord(e, (CUstream)s)) && CK_DRV(cuEventSynchronize(e)))
+            sync_d2h++;
+    }
+    if (e)
+        CK_DRV(cuEventDestroy(e));
+    if (CK_DRV(cuMemcpyDtoHAsync(pinned + 256, (CUdeviceptr)dev, 16, (CUstream)s))) {
+        copied(D2H_PINNED, 16, 0);
+        if (CK_RT(cudaDeviceSynchronize()))
+            sync_d2h++;
+    }
+    if (CK_RT(cudaMemcpy(dev + 16384, dev, 2048, cudaMemcpyDeviceToDevice)))
+        copied(D2D, 2048, 0);
 }
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -248,8 +305,8 @@ int main(int argc, char **argv)
                         K_MANAGED, dp, 4 * MiB);
     before();
     if (CK_DRV(cuMemAllocAsync(&dp, 7 * MiB, (CUstream)s)))
-        idx[ni++] = add("driver by name, async", "cuMemAllocAsync", "cuMemAllocAsync", K_POOL, dp,
-                        7 * MiB);
+        idx[ni++] =
+            add("driver by name, async", "cuMemAllocAsync", "cuMemAllocAsync", K_POOL, dp, 7 * MiB);
     CK_RT(cudaDeviceSynchronize());
 
     /* cuGetProcAddress: how CUDA 12+ libraries find the driver. */
@@ -261,16 +318,16 @@ int main(int argc, char **argv)
         gpa_alloc) {
         before();
         if (CK_DRV(gpa_alloc(&dp, 6 * MiB)))
-            idx[ni++] = add("cuGetProcAddress", "cuMemAlloc_v2", "cuMemAlloc_v2", K_DEVICE, dp,
-                            6 * MiB);
+            idx[ni++] =
+                add("cuGetProcAddress", "cuMemAlloc_v2", "cuMemAlloc_v2", K_DEVICE, dp, 6 * MiB);
     }
     if (CK_DRV(cuGetProcAddress("cuMemAllocAsync", (void **)&gpa_async, 12000,
                                 CU_GET_PROC_ADDRESS_DEFAULT, &qr)) &&
         gpa_async) {
         before();
         if (CK_DRV(gpa_async(&dp, 1 * MiB + 7, (CUstream)s)))
-            idx[ni++] = add("cuGetProcAddress, async", "cuMemAllocAsync", "cuMemAllocAsync",
-                            K_POOL, dp, 1 * MiB + 7);
+            idx[ni++] = add("cuGetProcAddress, async", "cuMemAllocAsync", "cuMemAllocAsync", K_POOL,
+                            dp, 1 * MiB + 7);
         CK_RT(cudaDeviceSynchronize());
     }
 
@@ -302,8 +359,8 @@ int main(int argc, char **argv)
     else {
         before();
         if (CK_DRV(dl_alloc(&dp, 11 * MiB)))
-            idx[ni++] = add("dlsym on libcuda", "cuMemAlloc_v2", "cuMemAlloc_v2", K_DEVICE, dp,
-                            11 * MiB);
+            idx[ni++] =
+                add("dlsym on libcuda", "cuMemAlloc_v2", "cuMemAlloc_v2", K_DEVICE, dp, 11 * MiB);
     }
 
     /* VMM: physical memory counts from cuMemCreate to release; the address comes with cuMemMap. */
@@ -332,6 +389,10 @@ int main(int argc, char **argv)
     void *host = NULL;
     if (CK_RT(cudaMallocHost(&host, 1 * MiB)))
         host_bytes = 1 * MiB;
+    char *pageable = malloc(64 * KiB);
+    if (host && pageable && ni > 0)
+        copies((char *)recs[idx[0]].addr, host, pageable, s);
+    free(pageable);
 
     /* The peak is here. Free memory and the pools' reservations now, for the driver's view. */
     CK_RT(cudaDeviceSynchronize());
@@ -390,10 +451,19 @@ int main(int argc, char **argv)
             " \"peak_bytes\": %zu,\n \"live_bytes_at_end\": %zu,\n \"host_bytes\": %zu,\n"
             " \"allocs\": %llu,\n \"frees\": %llu,\n \"free_start\": %zu,\n"
             " \"free_at_peak\": %zu,\n \"default_pool_reserved_at_peak\": %" PRIu64 ",\n"
-            " \"own_pool_reserved_at_peak\": %" PRIu64 ",\n \"allocations\": [",
-            name, driver_version, CUDART_VERSION, total, gran_rec, gran_min, peak_bytes,
-            live_bytes, host_bytes, nallocs, nfrees, free_start, free_at_peak, default_reserved,
-            own_reserved);
+            " \"own_pool_reserved_at_peak\": %" PRIu64 ",\n",
+            name, driver_version, CUDART_VERSION, total, gran_rec, gran_min, peak_bytes, live_bytes,
+            host_bytes, nallocs, nfrees, free_start, free_at_peak, default_reserved, own_reserved);
+    fprintf(out,
+            " \"copies\": {\"h2d\": {\"pageable_bytes\": %llu, \"pinned_bytes\": %llu, "
+            "\"pageable_calls\": %llu, \"pinned_calls\": %llu}, \"d2h\": {\"pageable_bytes\": "
+            "%llu, \"pinned_bytes\": %llu, \"pageable_calls\": %llu, \"pinned_calls\": %llu}, "
+            "\"d2d\": {\"bytes\": %llu, \"calls\": %llu}, \"h2h\": {\"bytes\": 0, \"calls\": 0}, "
+            "\"sync_d2h_calls\": %llu},\n \"allocations\": [",
+            copy_bytes[H2D_PAGEABLE], copy_bytes[H2D_PINNED], copy_calls[H2D_PAGEABLE],
+            copy_calls[H2D_PINNED], copy_bytes[D2H_PAGEABLE], copy_bytes[D2H_PINNED],
+            copy_calls[D2H_PAGEABLE], copy_calls[D2H_PINNED], copy_bytes[D2D], copy_calls[D2D],
+            sync_d2h);
     for (int i = 0; i < nrec; i++) {
         const struct rec *r = &recs[i];
         fprintf(out,

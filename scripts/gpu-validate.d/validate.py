@@ -303,7 +303,9 @@ def build_vramtap(ctx, dry):
         if ok:
             targets = ["src/tap/libvramtap.so", "src/cli/vramtap"]
             if dry:
-                targets += ["tests/standin/libcuda.so.1", "tests/standin/libcudart.so.13"]
+                # the driver, the runtime, and the CUPTI that attach mode subscribes to
+                targets += ["tests/standin/libcuda.so.1", "tests/standin/libcudart.so.13",
+                            "tests/standin/libcupti.so.13"]
             r = ctx.runner.run("build", ninja + ["-C", bdir] + targets, env=env, timeout=600)
             if r["rc"] != 0:
                 notes.append("ninja failed (%s): %s" % (r["rc"], r["tail"][-600:]))
@@ -621,6 +623,8 @@ def compare_routes(ctx, label, variant, acct, snap, sec="cuda"):
     host = (snap.get("host") or {}).get("peak_bytes")
     ctx.checks.add(sec, "%s: pinned host memory apart (host peak)" % label,
                    fmt_bytes(acct["host_bytes"]), fmt_bytes(host), ok=acct["host_bytes"] == host)
+    if not attached:
+        copies_check(ctx, sec, label, acct, snap)
     # cudaMemGetInfo: the driver rounds each allocation up to its granularity (queried, not
     # assumed: cuMemGetAllocationGranularity, RECOMMENDED), pools reserve in their own chunks,
     # and managed memory takes device memory only when touched (never here).
@@ -641,6 +645,25 @@ def compare_routes(ctx, label, variant, acct, snap, sec="cuda"):
                         "the driver backs only when touched; difference %s" % (
                             fmt_bytes(pools), fmt_bytes(g), len(plain), fmt_bytes(managed),
                             fmt_bytes(moved - expect)))
+
+
+def copies_check(ctx, sec, label, acct, snap):
+    """The program's copies against the snapshot's, exactly: every copy once whichever route it
+    took (a static runtime's through the driver calls it makes), by direction and host kind, and
+    the downloads waited for, asynchronous ones into pinned memory at the wait for their stream
+    (created and legacy default), an event or the device."""
+    want = acct.get("copies")
+    got = (snap.get("copies") or {}).get("total")
+    diff = []
+    for k, v in (want or {}).items():
+        g = (got or {}).get(k)
+        if isinstance(v, dict):
+            diff += ["%s.%s" % (k, f) for f in v if (g or {}).get(f) != v[f]]
+        elif g != v:
+            diff.append(k)
+    ctx.checks.add(sec, "%s: copies by direction and host kind, and the downloads waited for"
+                   % label, want, got, ok=want is not None and got == want,
+                   note="differs in %s" % ", ".join(diff) if diff else "")
 
 
 # --- PyTorch runs --------------------------------------------------------------------------

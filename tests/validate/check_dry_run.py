@@ -65,6 +65,7 @@ if mds and jsons:
     for name in ("dynamic runtime: live set at the peak (address, size, kind)",
                  "dynamic runtime: API name recorded for each route",
                  "dynamic runtime: cudaMemGetInfo's change from start to peak",
+                 "dynamic runtime: copies by direction and host kind, and the downloads waited for",
                  "tensor mode, fp32: vramtap classifies them as parameters",
                  "tensor mode, fp32: vramtap classifies them as gradients",
                  "tensor mode, bf16: vramtap classifies them as optimizer_state",
