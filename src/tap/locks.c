@@ -10,12 +10,10 @@
 
 #include "locks.h"
 
-VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
+VT_HIDDEN vt_lock_state vt_locks[VT_LOCK_COUNT];
 VT_HIDDEN VT_TLS int vt_lock_slot;
 VT_HIDDEN vt_lock_owners vt_lock_owner;
 VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS];
-VT_HIDDEN _Alignas(64) int vt_lock_run_slot[VT_LOCK_COUNT];
-VT_HIDDEN unsigned vt_lock_run[VT_LOCK_COUNT];
 
 /* Whether locks may be biased: membarrier() registered (vt_locks_init); cleared for good if it
  * ever fails. */
@@ -73,7 +71,7 @@ static inline void cpu_relax(void)
 
 void vt_lock_wait(vt_lock_id id)
 {
-    atomic_int *w = &vt_lock_words[id];
+    atomic_int *w = &vt_locks[id].word;
     atomic_fetch_add_explicit(&blocked[id], 1, memory_order_relaxed);
     for (int i = 0; i < SPINS; i++) {
         cpu_relax();
@@ -95,7 +93,7 @@ taken:
 void vt_lock_wake(vt_lock_id id)
 {
     int saved = errno;
-    syscall(SYS_futex, &vt_lock_words[id], FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    syscall(SYS_futex, &vt_locks[id].word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     errno = saved;
 }
 
@@ -141,11 +139,11 @@ void vt_lock_after_word(vt_lock_id id)
     int owner = atomic_load_explicit(&vt_lock_owner.of[id], memory_order_relaxed);
     if (owner)
         unbias(id, owner);
-    if (me != vt_lock_run_slot[id]) {
-        vt_lock_run_slot[id] = me;
-        vt_lock_run[id] = 0;
-    } else if (vt_lock_run[id] >= VT_LOCK_GRANT_AFTER) {
-        vt_lock_run[id] = 0;
+    if (me != vt_locks[id].run_slot) {
+        vt_locks[id].run_slot = me;
+        vt_locks[id].run = 0;
+    } else if (vt_locks[id].run >= VT_LOCK_GRANT_AFTER) {
+        vt_locks[id].run = 0;
         /* Seen by the next holder of the word, which revokes it, or by this thread's next
          * take, which goes in as owner. */
         if (me < VT_LOCK_SLOTS && atomic_load_explicit(&bias_ok, memory_order_relaxed)) {
@@ -230,6 +228,6 @@ void vt_locks_after_fork_child(void)
         atomic_store_explicit(&revokes[i], 0, memory_order_relaxed);
         atomic_store_explicit(&blocked[i], 0, memory_order_relaxed);
         vt_lock_check_give((vt_lock_id)i);
-        atomic_store_explicit(&vt_lock_words[i], 0, memory_order_release);
+        atomic_store_explicit(&vt_locks[i].word, 0, memory_order_release);
     }
 }

@@ -51,7 +51,14 @@ typedef enum {
  * VRAMTAP_LOCK_BIAS=0, no lock is biased. Even while it lasts a bias costs a revoke, a system
  * call of about a microsecond, whenever another thread takes the lock: a thread earns it by a
  * run of takes a thousand times longer. */
-extern VT_HIDDEN atomic_int vt_lock_words[VT_LOCK_COUNT];
+typedef struct {
+    _Alignas(64) atomic_int word;
+    /* The run of takes of the word by one thread (`run_slot`), counted by its holder: beside
+     * the word, so that a take moves one line between processors, not three. */
+    int run_slot;
+    unsigned run;
+} vt_lock_state;
+extern VT_HIDDEN vt_lock_state vt_locks[VT_LOCK_COUNT];
 
 /* Biased threads are numbered 1 to VT_LOCK_SLOTS - 1; 0: not numbered yet; VT_LOCK_SLOTS: a
  * thread past the numbers, never biased. */
@@ -69,9 +76,6 @@ typedef struct {
     _Alignas(64) atomic_uchar in[VT_LOCK_COUNT];
 } vt_lock_flags;
 extern VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS];
-/* The run of takes of the word by one thread, counted by its holder. */
-extern VT_HIDDEN int vt_lock_run_slot[VT_LOCK_COUNT];
-extern VT_HIDDEN unsigned vt_lock_run[VT_LOCK_COUNT];
 
 /* The contended paths: spin a little, then sleep until the holder gives the lock. */
 VT_HIDDEN void vt_lock_wait(vt_lock_id id);
@@ -112,15 +116,15 @@ static inline void vt_lock_take(vt_lock_id id)
         atomic_store_explicit(inside, 0, memory_order_release);
     }
     int free_word = 0;
-    if (!atomic_compare_exchange_strong_explicit(&vt_lock_words[id], &free_word, 1,
+    if (!atomic_compare_exchange_strong_explicit(&vt_locks[id].word, &free_word, 1,
                                                  memory_order_acquire, memory_order_relaxed))
         vt_lock_wait(id);
     if (!me || atomic_load_explicit(&vt_lock_owner.of[id], memory_order_relaxed)) {
         vt_lock_after_word(id);
-    } else if (me != vt_lock_run_slot[id]) {
-        vt_lock_run_slot[id] = me;
-        vt_lock_run[id] = 0;
-    } else if (++vt_lock_run[id] >= VT_LOCK_GRANT_AFTER) {
+    } else if (me != vt_locks[id].run_slot) {
+        vt_locks[id].run_slot = me;
+        vt_locks[id].run = 0;
+    } else if (++vt_locks[id].run >= VT_LOCK_GRANT_AFTER) {
         vt_lock_after_word(id);
     }
 }
@@ -134,7 +138,7 @@ static inline void vt_lock_give(vt_lock_id id)
         atomic_store_explicit(&vt_lock_inside[me].in[id], 0, memory_order_release);
         return;
     }
-    if (atomic_exchange_explicit(&vt_lock_words[id], 0, memory_order_release) == 2)
+    if (atomic_exchange_explicit(&vt_locks[id].word, 0, memory_order_release) == 2)
         vt_lock_wake(id);
 }
 

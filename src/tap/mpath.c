@@ -138,13 +138,13 @@ static uint32_t first_bound(const void *const *modules, int n, int *at)
     return id;
 }
 
-_Atomic int vt_mpath_watching;
+vt_mpath_flag vt_mpath_watching;
 
 VT_EXPORT int vramtap_module_watch(const void *module_call, const void *backward_call)
 {
     if (!vt_pyframes_watch(module_call, backward_call))
         return 0;
-    atomic_store_explicit(&vt_mpath_watching, 1, memory_order_relaxed);
+    atomic_store_explicit(&vt_mpath_watching.on, 1, memory_order_relaxed);
     return 1;
 }
 

@@ -34,12 +34,17 @@ extern VT_EXPORT _Atomic uint32_t vramtap_module_backward;
 extern VT_HIDDEN VT_TLS uint64_t vt_mpath_looked;
 /* Set once the hooks gave their wrapper's code (vramtap_module_watch): a program without them
  * (no Python, or frames followed) pays one load per allocation, not a call. */
-extern VT_HIDDEN _Atomic int vt_mpath_watching;
+typedef struct {
+    /* a line of its own: read at every allocation by every thread, beside nothing that the
+     * books' holder writes (as it writes vramtap_module_allocs at every allocation) */
+    _Alignas(64) _Atomic int on;
+} vt_mpath_flag;
+extern VT_HIDDEN vt_mpath_flag vt_mpath_watching;
 VT_HIDDEN void vt_mpath_look_frames(void);
 
 static inline void vt_mpath_look(void)
 {
-    if (atomic_load_explicit(&vt_mpath_watching, memory_order_relaxed))
+    if (atomic_load_explicit(&vt_mpath_watching.on, memory_order_relaxed))
         vt_mpath_look_frames();
 }
 
