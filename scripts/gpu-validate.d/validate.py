@@ -1551,7 +1551,7 @@ def render_report(ctx, final):
             rows = [["GPU (torch)", gpu], ["GPU memory (torch)", fmt_bytes(t.get("gpu_total_bytes"))],
                     ["nvidia-smi", v.get("nvidia_smi")],
                     ["driver (CUDA version, nvidia-smi)", v.get("driver_cuda_version")],
-                    ["driver (torch)", t.get("driver")],
+                    ["driver (cuDriverGetVersion, PyTorch's process)", t.get("driver")],
                     ["PyTorch", t.get("torch")], ["PyTorch's CUDA", t.get("torch_cuda")],
                     ["cuDNN", t.get("cudnn")], ["NCCL", t.get("nccl")],
                     ["compute capability", t.get("capability")],

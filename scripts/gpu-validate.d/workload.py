@@ -413,6 +413,16 @@ def driver_ids(libcuda):
             "pci_bus_id": bus.value.decode()}
 
 
+def driver_version(libcuda):
+    """cuDriverGetVersion in PyTorch's own process, through ctypes (PyTorch 2 has no call for
+    it)."""
+    v = ctypes.c_int()
+    rc = ctypes.CDLL(libcuda).cuDriverGetVersion(ctypes.byref(v))
+    if rc:
+        raise RuntimeError("cuDriverGetVersion failed with %d" % rc)
+    return v.value
+
+
 def torch_ids():
     """Device 0's UUID and PCI address as PyTorch reports them (torch 2.x properties)."""
     props = torch.cuda.get_device_properties(0)
@@ -434,7 +444,7 @@ def environment(backend):
         env.update(gpu=props.name, gpu_total_bytes=props.total_memory,
                    capability="%d.%d" % (props.major, props.minor),
                    cudnn=guard(lambda: torch.backends.cudnn.version()),
-                   driver=guard(lambda: torch._C._cuda_getDriverVersion()),
+                   driver=guard(lambda: driver_version("libcuda.so.1")),
                    nccl=guard(lambda: ".".join(map(str, torch.cuda.nccl.version()))))
     return env
 
