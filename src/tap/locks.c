@@ -13,7 +13,7 @@
 VT_HIDDEN vt_lock_state vt_locks[VT_LOCK_COUNT];
 VT_HIDDEN VT_TLS int vt_lock_slot;
 VT_HIDDEN vt_lock_owners vt_lock_owner;
-VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS];
+VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS + 1];
 
 /* Whether locks may be biased: membarrier() registered (vt_locks_init); cleared for good if it
  * ever fails. */

@@ -71,11 +71,13 @@ typedef struct {
     _Alignas(64) atomic_int of[VT_LOCK_COUNT];
 } vt_lock_owners;
 extern VT_HIDDEN vt_lock_owners vt_lock_owner;
-/* A thread's flags, one per lock, set while it is inside as owner; a cache line per thread. */
+/* A thread's flags, one per lock, set while it is inside as owner; a cache line per thread.
+ * Entries 0 (not numbered yet) and VT_LOCK_SLOTS (past the numbers) are never set, as no lock is
+ * ever biased to them: a give reads its thread's flag without testing the number first. */
 typedef struct {
     _Alignas(64) atomic_uchar in[VT_LOCK_COUNT];
 } vt_lock_flags;
-extern VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS];
+extern VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS + 1];
 
 /* The contended paths: spin a little, then sleep until the holder gives the lock. */
 VT_HIDDEN void vt_lock_wait(vt_lock_id id);
@@ -133,8 +135,7 @@ static inline void vt_lock_give(vt_lock_id id)
 {
     vt_lock_check_give(id);
     int me = vt_lock_slot;
-    if (me && me < VT_LOCK_SLOTS &&
-        atomic_load_explicit(&vt_lock_inside[me].in[id], memory_order_relaxed)) {
+    if (atomic_load_explicit(&vt_lock_inside[me].in[id], memory_order_relaxed)) {
         atomic_store_explicit(&vt_lock_inside[me].in[id], 0, memory_order_release);
         return;
     }
