@@ -170,11 +170,9 @@ int vt_device_of_pointer(uintptr_t p)
     return vt_device_current();
 }
 
-int vt_device_of_stream(uintptr_t stream, int ptsz, uintptr_t p)
+int vt_device_of_created_stream(uintptr_t stream, int ptsz, uintptr_t p)
 {
     CUstream s = (CUstream)stream;
-    if (s == 0 || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
-        return vt_device_current();
     CUresult (*get)(CUstream, CUdevice *) = (CUresult(*)(CUstream, CUdevice *))vt_real_driver(
         ptsz ? VT_DRV_cuStreamGetDevice_ptsz : VT_DRV_cuStreamGetDevice);
     CUdevice d;

@@ -151,7 +151,12 @@ VT_HIDDEN void vt_route_swap(void **pfn, const char *route, const char *symbol, 
  * current device); drivers before 12.8 lack cuStreamGetDevice, and then the pointer tells. */
 VT_HIDDEN int vt_device_current(void);
 VT_HIDDEN int vt_device_of_pointer(uintptr_t p);
-VT_HIDDEN int vt_device_of_stream(uintptr_t stream, int ptsz, uintptr_t p);
+VT_HIDDEN int vt_device_of_created_stream(uintptr_t stream, int ptsz, uintptr_t p);
+static inline int vt_device_of_stream(uintptr_t stream, int ptsz, uintptr_t p)
+{
+    /* 0, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2): the current device's */
+    return stream <= 2 ? vt_device_current() : vt_device_of_created_stream(stream, ptsz, p);
+}
 
 /* The current device's free and total memory (driver), 0 on success. Only from inside a hook:
  * never before main or at exit. */
