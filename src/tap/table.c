@@ -339,8 +339,8 @@ static inline uint32_t distance(const tab *t, uint32_t a, uint32_t b)
     return b >= a ? b - a : b + t->cap - a;
 }
 
-/* Empties slot i, moving back the entries after it that may fill it. */
-static void remove_at(tab *t, uint32_t i)
+/* Empties slot i, moving back the entries after it that may fill it. Inline: every free does it. */
+static inline __attribute__((always_inline)) void remove_at(tab *t, uint32_t i)
 {
     for (uint32_t j = next(t, i); t->s[j].rec; j = next(t, j)) {
         if (distance(t, home(t->s[j].hash, t->cap), j) >= distance(t, i, j)) {
