@@ -11,7 +11,7 @@
  * that stream, its context or an event (PyTorch's .item() since 2.x: cudaMemcpyAsync into a
  * pinned buffer, then cudaStreamSynchronize): the thread keeps such downloads pending, by stream,
  * until then. Which stream an event was recorded on is not followed: waiting for any event
- * counts them all. */
+ * ends them all. A wait that ends any counts as one download waited for. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,7 +289,7 @@ static void count_mine(block *b, int kind, uint64_t bytes, int waited)
 /* ---- downloads into pinned memory not waited for yet ---- */
 
 /* This thread's, by the stream they were queued on: a few streams, then the rest together, which
- * only a wait for every stream counts. Private to the thread: no lock, no atomics. */
+ * only a wait for every stream ends. Private to the thread: no lock, no atomics. */
 #define PENDING_STREAMS 4
 static VT_TLS struct {
     uintptr_t stream;
@@ -355,8 +355,8 @@ void vt_copy_waited(uintptr_t stream)
 
 /* ---- a copy ---- */
 
-/* The copy's kind, and whether the calling thread waits for it now; one it will wait for later
- * is left pending. */
+/* Whether the calling thread waits for a copy of this kind now; a download it will wait for
+ * later is left pending. */
 static int waits_now(int kind, uintptr_t how)
 {
     if (kind == D2H_PINNED && how != VT_COPY_SYNC) {

@@ -96,13 +96,12 @@ static void note_3d_batch(const CUDA_MEMCPY3D_BATCH_OP *ops, size_t n, uintptr_t
 
 /* Unified addressing: the driver tells host from device by the pointer. An asynchronous form's
  * `pt`: whether it is the per-thread default stream's (_ptsz), where a null stream means that. */
-#define ON(st, pt) vt_copy_stream((const void *)(st), pt)
 #define UNIFIED(name)                                                                              \
     HOOK(name, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n),                                \
          vt_copy_note(unified(d), unified(s), n, VT_COPY_SYNC))
 #define UNIFIED_ASYNC(name, pt)                                                                    \
     HOOK(name, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st),               \
-         vt_copy_note(unified(d), unified(s), n, ON(st, pt)))
+         vt_copy_note(unified(d), unified(s), n, vt_copy_stream(st, pt)))
 UNIFIED(cuMemcpy)
 UNIFIED(cuMemcpy_ptds)
 UNIFIED_ASYNC(cuMemcpyAsync, 0)
@@ -113,7 +112,7 @@ UNIFIED_ASYNC(cuMemcpyAsync_ptsz, 1)
          (d, dc, s, sc, n), vt_copy_note(dev(d), dev(s), n, VT_COPY_SYNC))
 #define PEER_ASYNC(name, pt)                                                                       \
     HOOK(name, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st),  \
-         (d, dc, s, sc, n, st), vt_copy_note(dev(d), dev(s), n, ON(st, pt)))
+         (d, dc, s, sc, n, st), vt_copy_note(dev(d), dev(s), n, vt_copy_stream(st, pt)))
 PEER(cuMemcpyPeer)
 PEER(cuMemcpyPeer_ptds)
 PEER_ASYNC(cuMemcpyPeerAsync, 0)
@@ -124,19 +123,19 @@ PEER_ASYNC(cuMemcpyPeerAsync_ptsz, 1)
          vt_copy_note(dev(d), host(h), n, VT_COPY_SYNC))
 #define HTOD_ASYNC(name, pt)                                                                       \
     HOOK(name, (CUdeviceptr d, const void *h, size_t n, CUstream st), (d, h, n, st),               \
-         vt_copy_note(dev(d), host(h), n, ON(st, pt)))
+         vt_copy_note(dev(d), host(h), n, vt_copy_stream(st, pt)))
 #define DTOH(name)                                                                                 \
     HOOK(name, (void *h, CUdeviceptr s, size_t n), (h, s, n),                                      \
          vt_copy_note(host(h), dev(s), n, VT_COPY_SYNC))
 #define DTOH_ASYNC(name, pt)                                                                       \
     HOOK(name, (void *h, CUdeviceptr s, size_t n, CUstream st), (h, s, n, st),                     \
-         vt_copy_note(host(h), dev(s), n, ON(st, pt)))
+         vt_copy_note(host(h), dev(s), n, vt_copy_stream(st, pt)))
 #define DTOD(name)                                                                                 \
     HOOK(name, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n),                                \
          vt_copy_note(dev(d), dev(s), n, VT_COPY_SYNC))
 #define DTOD_ASYNC(name, pt)                                                                       \
     HOOK(name, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st),               \
-         vt_copy_note(dev(d), dev(s), n, ON(st, pt)))
+         vt_copy_note(dev(d), dev(s), n, vt_copy_stream(st, pt)))
 HTOD(cuMemcpyHtoD_v2)
 HTOD(cuMemcpyHtoD_v2_ptds)
 HTOD_ASYNC(cuMemcpyHtoDAsync_v2, 0)
@@ -152,7 +151,7 @@ DTOD_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, 1)
 
 #define COPY_2D(name) HOOK(name, (const CUDA_MEMCPY2D *c), (c), note_2d(c, VT_COPY_SYNC))
 #define COPY_2D_ASYNC(name, pt)                                                                    \
-    HOOK(name, (const CUDA_MEMCPY2D *c, CUstream st), (c, st), note_2d(c, ON(st, pt)))
+    HOOK(name, (const CUDA_MEMCPY2D *c, CUstream st), (c, st), note_2d(c, vt_copy_stream(st, pt)))
 COPY_2D(cuMemcpy2D_v2)
 COPY_2D(cuMemcpy2D_v2_ptds)
 COPY_2D(cuMemcpy2DUnaligned_v2)
@@ -162,7 +161,7 @@ COPY_2D_ASYNC(cuMemcpy2DAsync_v2_ptsz, 1)
 
 #define COPY_3D(name, type, note) HOOK(name, (const type *c), (c), note(c, VT_COPY_SYNC))
 #define COPY_3D_ASYNC(name, type, note, pt)                                                        \
-    HOOK(name, (const type *c, CUstream st), (c, st), note(c, ON(st, pt)))
+    HOOK(name, (const type *c, CUstream st), (c, st), note(c, vt_copy_stream(st, pt)))
 COPY_3D(cuMemcpy3D_v2, CUDA_MEMCPY3D, note_3d)
 COPY_3D(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, note_3d)
 COPY_3D_ASYNC(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, note_3d, 0)
@@ -178,18 +177,19 @@ COPY_3D_ASYNC(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, note_3d_peer, 1)
         size_t *idxs, size_t nattrs
 #define BATCH(name, pt)                                                                            \
     HOOK(name, (BATCH_PARAMS, size_t * fail, CUstream st),                                         \
-         (d, s, n, count, attrs, idxs, nattrs, fail, st), note_batch(d, s, n, count, ON(st, pt)))
+         (d, s, n, count, attrs, idxs, nattrs, fail, st),                                          \
+         note_batch(d, s, n, count, vt_copy_stream(st, pt)))
 #define BATCH_V2(name, pt)                                                                         \
     HOOK(name, (BATCH_PARAMS, CUstream st), (d, s, n, count, attrs, idxs, nattrs, st),             \
-         note_batch(d, s, n, count, ON(st, pt)))
+         note_batch(d, s, n, count, vt_copy_stream(st, pt)))
 #define BATCH_3D(name, pt)                                                                         \
     HOOK(name,                                                                                     \
          (size_t nops, CUDA_MEMCPY3D_BATCH_OP * ops, size_t * fail, unsigned long long flags,      \
           CUstream st),                                                                            \
-         (nops, ops, fail, flags, st), note_3d_batch(ops, nops, ON(st, pt)))
+         (nops, ops, fail, flags, st), note_3d_batch(ops, nops, vt_copy_stream(st, pt)))
 #define BATCH_3D_V2(name, pt)                                                                      \
     HOOK(name, (size_t nops, CUDA_MEMCPY3D_BATCH_OP * ops, unsigned long long flags, CUstream st), \
-         (nops, ops, flags, st), note_3d_batch(ops, nops, ON(st, pt)))
+         (nops, ops, flags, st), note_3d_batch(ops, nops, vt_copy_stream(st, pt)))
 BATCH(cuMemcpyBatchAsync, 0)
 BATCH(cuMemcpyBatchAsync_ptsz, 1)
 BATCH_V2(cuMemcpyBatchAsync_v2, 0)
@@ -202,8 +202,8 @@ BATCH_3D_V2(cuMemcpy3DBatchAsync_v2_ptsz, 1)
 /* Waits: the downloads into pinned memory the thread queued there are done once they return.
  * A context and an event stand for every stream (which stream an event was recorded on is not
  * followed). */
-HOOK(cuStreamSynchronize, (CUstream st), (st), vt_copy_waited(ON(st, 0)))
-HOOK(cuStreamSynchronize_ptsz, (CUstream st), (st), vt_copy_waited(ON(st, 1)))
+HOOK(cuStreamSynchronize, (CUstream st), (st), vt_copy_waited(vt_copy_stream(st, 0)))
+HOOK(cuStreamSynchronize_ptsz, (CUstream st), (st), vt_copy_waited(vt_copy_stream(st, 1)))
 HOOK(cuEventSynchronize, (CUevent e), (e), vt_copy_waited(VT_COPY_EVERY_STREAM))
 HOOK(cuCtxSynchronize, (void), (), vt_copy_waited(VT_COPY_EVERY_STREAM))
 HOOK(cuCtxSynchronize_v2, (CUcontext c), (c), vt_copy_waited(VT_COPY_EVERY_STREAM))

@@ -91,13 +91,12 @@ static void note_3d_batch(const struct cudaMemcpy3DBatchOp *ops, size_t n, uintp
 
 /* An asynchronous form's `pt`: whether it is the per-thread default stream's (_ptsz), where a
  * null stream means that. */
-#define ON(st, pt) vt_copy_stream((const void *)(st), pt)
 #define LINEAR(name)                                                                               \
     HOOK(name, (void *d, const void *s, size_t n, enum cudaMemcpyKind k), (d, s, n, k),            \
          note_linear(d, s, n, k, VT_COPY_SYNC))
 #define LINEAR_ASYNC(name, pt)                                                                     \
     HOOK(name, (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st),         \
-         (d, s, n, k, st), note_linear(d, s, n, k, ON(st, pt)))
+         (d, s, n, k, st), note_linear(d, s, n, k, vt_copy_stream(st, pt)))
 LINEAR(cudaMemcpy)
 LINEAR(cudaMemcpy_ptds)
 LINEAR_ASYNC(cudaMemcpyAsync, 0)
@@ -110,7 +109,7 @@ LINEAR_ASYNC(cudaMemcpyAsync_ptsz, 1)
          note_linear(d, s, (uint64_t)w *h, k, VT_COPY_SYNC))
 #define COPY_2D_ASYNC(name, pt)                                                                    \
     HOOK(name, (PARAMS_2D, cudaStream_t st), (d, dp, s, sp, w, h, k, st),                          \
-         note_linear(d, s, (uint64_t)w *h, k, ON(st, pt)))
+         note_linear(d, s, (uint64_t)w *h, k, vt_copy_stream(st, pt)))
 COPY_2D(cudaMemcpy2D)
 COPY_2D(cudaMemcpy2D_ptds)
 COPY_2D_ASYNC(cudaMemcpy2DAsync, 0)
@@ -118,7 +117,7 @@ COPY_2D_ASYNC(cudaMemcpy2DAsync_ptsz, 1)
 
 #define COPY_3D(name, type, note) HOOK(name, (const struct type *c), (c), note(c, VT_COPY_SYNC))
 #define COPY_3D_ASYNC(name, type, note, pt)                                                        \
-    HOOK(name, (const struct type *c, cudaStream_t st), (c, st), note(c, ON(st, pt)))
+    HOOK(name, (const struct type *c, cudaStream_t st), (c, st), note(c, vt_copy_stream(st, pt)))
 COPY_3D(cudaMemcpy3D, cudaMemcpy3DParms, note_3d)
 COPY_3D(cudaMemcpy3D_ptds, cudaMemcpy3DParms, note_3d)
 COPY_3D_ASYNC(cudaMemcpy3DAsync, cudaMemcpy3DParms, note_3d, 0)
@@ -131,18 +130,19 @@ COPY_3D_ASYNC(cudaMemcpy3DPeerAsync_ptsz, cudaMemcpy3DPeerParms, note_3d_peer, 1
 HOOK(cudaMemcpyPeer, (void *d, int dd, const void *s, int sd, size_t n), (d, dd, s, sd, n),
      note_linear(d, s, n, cudaMemcpyDeviceToDevice, VT_COPY_SYNC))
 HOOK(cudaMemcpyPeerAsync, (void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st),
-     (d, dd, s, sd, n, st), note_linear(d, s, n, cudaMemcpyDeviceToDevice, ON(st, 0)))
+     (d, dd, s, sd, n, st), note_linear(d, s, n, cudaMemcpyDeviceToDevice, vt_copy_stream(st, 0)))
 
 #define BATCH(name, pt)                                                                            \
     HOOK(name,                                                                                     \
          (void *const *d, const void *const *s, const size_t *n, size_t count,                     \
           struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t nattrs, cudaStream_t st),       \
-         (d, s, n, count, attrs, idxs, nattrs, st), note_batch(d, s, n, count, ON(st, pt)))
+         (d, s, n, count, attrs, idxs, nattrs, st),                                                \
+         note_batch(d, s, n, count, vt_copy_stream(st, pt)))
 #define BATCH_3D(name, pt)                                                                         \
     HOOK(name,                                                                                     \
          (size_t nops, struct cudaMemcpy3DBatchOp * ops, unsigned long long flags,                 \
           cudaStream_t st),                                                                        \
-         (nops, ops, flags, st), note_3d_batch(ops, nops, ON(st, pt)))
+         (nops, ops, flags, st), note_3d_batch(ops, nops, vt_copy_stream(st, pt)))
 BATCH(cudaMemcpyBatchAsync, 0)
 BATCH(cudaMemcpyBatchAsync_ptsz, 1)
 BATCH_3D(cudaMemcpy3DBatchAsync, 0)
