@@ -25,10 +25,10 @@ typedef struct {
 
 /* A stream as the waits compare it: the handle, and for a null one the stream it means in that
  * form of call: the legacy default stream, or (in a _ptsz or _ptds form) the thread's per-thread
- * default stream, named as anywhere else by CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2). */
+ * default stream, named as anywhere else (VT_STREAM_LEGACY, VT_STREAM_PER_THREAD). */
 static inline uintptr_t vt_copy_stream(const void *stream, int per_thread)
 {
-    return stream ? (uintptr_t)stream : per_thread ? 2 : 1;
+    return stream ? (uintptr_t)stream : per_thread ? VT_STREAM_PER_THREAD : VT_STREAM_LEGACY;
 }
 
 /* A copy of `bytes` the program asked for and the driver accepted, made as `how` says. A

@@ -154,8 +154,9 @@ VT_HIDDEN int vt_device_of_pointer(uintptr_t p);
 VT_HIDDEN int vt_device_of_created_stream(uintptr_t stream, int ptsz, uintptr_t p);
 static inline int vt_device_of_stream(uintptr_t stream, int ptsz, uintptr_t p)
 {
-    /* 0, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2): the current device's */
-    return stream <= 2 ? vt_device_current() : vt_device_of_created_stream(stream, ptsz, p);
+    /* a default stream (null or named): the current device's */
+    return stream <= VT_STREAM_PER_THREAD ? vt_device_current()
+                                          : vt_device_of_created_stream(stream, ptsz, p);
 }
 
 /* The current device's free and total memory (driver), 0 on success. Only from inside a hook:

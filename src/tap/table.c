@@ -127,8 +127,8 @@ vt_rec *vt_arena_at(uint32_t i)
     return rec_at(i);
 }
 
-/* A free record's index + 1, or 0 when memory ran out. */
-/* A record past the last one made, its room reserved first: 0 when there is none. */
+/* A record past the last one made, its room reserved first: its index + 1, or 0 when memory
+ * ran out. */
 static __attribute__((noinline)) uint32_t rec_grow(void)
 {
     if (A.end == UINT32_MAX - 1 || vt_chunks_reserve(&A.c, sizeof(vt_rec), A.end + 1))
@@ -136,8 +136,8 @@ static __attribute__((noinline)) uint32_t rec_grow(void)
     return ++A.end;
 }
 
-/* A free record (index + 1), the last one freed first: inline, as the free list is what an
- * allocation finds once the books are warm. */
+/* A free record's index + 1 (the last one freed first), or 0 when memory ran out: inline, as
+ * the free list is what an allocation finds once the books are warm. */
 static inline __attribute__((always_inline)) uint32_t rec_new(void)
 {
     uint32_t i = A.free;

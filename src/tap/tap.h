@@ -14,6 +14,12 @@
  * real functions with dlsym before it can check anything). */
 #define VT_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
 
+/* The default streams' handles, as cuda.h names them (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD)
+ * for files that do not include it; a null stream is one of the two, as the form of the call
+ * says. */
+#define VT_STREAM_LEGACY ((uintptr_t)1)
+#define VT_STREAM_PER_THREAD ((uintptr_t)2)
+
 /* Devices beyond this ordinal are counted in `dropped`, not recorded. */
 #define VT_MAX_DEVICES 32
 
