@@ -359,18 +359,25 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
     return device_pool(pool, dev, true);
 }
 
+/* The live pool whose attribute `call` reads or sets, or NULL. On NVIDIA's driver a destroyed
+ * pool's handle is freed memory: the call is undefined and may crash. The stand-in answers an
+ * error and says so, for the tests to see. */
+static struct CUmemPoolHandle_st *attribute_pool(struct books *b, CUmemoryPool pool,
+                                                 const char *call)
+{
+    struct CUmemPoolHandle_st *p = live_pool(b, pool);
+    if (!p)
+        fprintf(stderr, "standin: %s on a pool that is not live (%p)\n", call, (void *)pool);
+    return p;
+}
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     struct books *b = lock_books();
-    struct CUmemPoolHandle_st *p = live_pool(b, pool);
+    struct CUmemPoolHandle_st *p = attribute_pool(b, pool, "cuMemPoolGetAttribute");
     CUresult r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    /* On NVIDIA's driver a destroyed pool's handle is freed memory: the query is undefined and
-     * may crash. The stand-in answers an error and says so, for the tests to see. */
-    if (!p)
-        fprintf(stderr, "standin: cuMemPoolGetAttribute on a pool that is not live (%p)\n",
-                (void *)pool);
     if (p) {
         switch (attr) {
         case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
@@ -409,13 +416,8 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     struct books *b = lock_books();
-    struct CUmemPoolHandle_st *p = live_pool(b, pool);
+    struct CUmemPoolHandle_st *p = attribute_pool(b, pool, "cuMemPoolSetAttribute");
     CUresult r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    /* On NVIDIA's driver a destroyed pool's handle is freed memory: the query is undefined and
-     * may crash. The stand-in answers an error and says so, for the tests to see. */
-    if (!p)
-        fprintf(stderr, "standin: cuMemPoolGetAttribute on a pool that is not live (%p)\n",
-                (void *)pool);
     if (p) {
         switch (attr) {
         case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
