@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -36,12 +37,14 @@ WORKLOAD = os.path.join(HERE, "workload.py")
 # partials, callbacks from C, exec'd code, each noting traceback.extract_stack() at its call.
 FRAMES_PY = os.path.join(ROOT, "tests", "python_stacks", "frames.py")
 ROUTES_C = os.path.join(HERE, "routes.c")
+# scripts/bench's allocation pair program (cudaMallocAsync + cudaFreeAsync, N threads, L live).
+PAIR_C = os.path.join(ROOT, "bench", "alloc_pair.c")
 MiB = 1 << 20
 
-SECTIONS = ["versions", "cuda", "tensor", "native", "tools", "oom", "attach", "frames"]
+SECTIONS = ["versions", "cuda", "tensor", "native", "tools", "oom", "attach", "frames", "cost"]
 # Run order: the comparisons with PyTorch's tools last, so that a run short of time loses them
 # rather than the checks.
-RUN_ORDER = ["cuda", "tensor", "native", "oom", "attach", "frames", "tools"]
+RUN_ORDER = ["cuda", "tensor", "native", "oom", "attach", "frames", "cost", "tools"]
 SECTION_TITLES = {
     "versions": "1. Machine and versions",
     "cuda": "2. CUDA C: every route, dynamic and static runtime",
@@ -51,6 +54,7 @@ SECTION_TITLES = {
     "oom": "6. Out of memory",
     "attach": "7. Attached through CUPTI, and the coverage check",
     "frames": "8. Python frames on this Python",
+    "cost": "9. What an allocation costs on this driver",
 }
 
 
@@ -489,13 +493,16 @@ def section_versions(ctx):
     # torch's own view comes from the first workload result (see torch_environment).
 
 
-def compile_routes(ctx, variant):
-    exe = os.path.join(ctx.runner.work, "routes_" + variant)
+def compile_cuda_program(ctx, variant, source=ROUTES_C, opt="-O1"):
+    """Builds a CUDA C program (routes.c unless `source`) against the dynamic or the static
+    runtime: the executable's path and None, or None and why not."""
+    name = os.path.splitext(os.path.basename(source))[0]
+    exe = os.path.join(ctx.runner.work, "%s_%s" % (name, variant))
     inc = ctx.cuda.get("include")
     if not inc:
         return None, "no CUDA headers found (searched %s)" % ", ".join(
             ctx.cuda["prefixes_searched"][:6])
-    cmd = ["cc", "-std=c11", "-O1", "-Wall", "-I" + inc, ROUTES_C, "-o", exe]
+    cmd = ["cc", "-std=c11", "-D_GNU_SOURCE", opt, "-Wall", "-I" + inc, source, "-o", exe]
     if ctx.dry:
         sd = ctx.build["standin"]
         libcuda = ["-L" + sd, "-lcuda", "-Wl,-rpath," + sd]
@@ -518,8 +525,8 @@ def compile_routes(ctx, variant):
         st = ctx.cuda.get("cudart_static")
         if not st:
             return None, "no libcudart_static.a found"
-        cmd += [st] + libcuda + ["-ldl", "-lpthread", "-lrt"]
-    r = ctx.runner.run("cc-routes-" + variant, cmd, timeout=120)
+        cmd += [st] + libcuda + ["-ldl", "-lrt"]
+    r = ctx.runner.run("cc-%s-%s" % (name, variant), cmd + ["-lpthread"], timeout=120)
     if r["rc"] != 0:
         return None, "cc failed: %s" % r["tail"][-800:]
     return exe, None
@@ -529,7 +536,7 @@ def section_cuda(ctx):
     for variant in ("dynamic", "static"):
         sec = "cuda"
         label = "%s runtime" % variant
-        exe, why = compile_routes(ctx, variant)
+        exe, why = compile_cuda_program(ctx, variant)
         if ctx.dry and not exe and variant == "static" and not ctx.cuda.get("cudart_static"):
             ctx.checks.skip(sec, "%s: program builds" % label,
                             "skipped (dry run): no libcudart_static.a on this machine")
@@ -1078,7 +1085,7 @@ def section_attach(ctx):
             ctx.checks.skip(sec, "%s: attached and coverage" % label,
                             "skipped (dry run): NVIDIA's static runtime needs a real driver")
             continue
-        exe, why = compile_routes(ctx, variant)
+        exe, why = compile_cuda_program(ctx, variant)
         if not exe:
             ctx.checks.skip(sec, "%s: attached and coverage" % label, "the program did not build: "
                             + (why or ""))
@@ -1197,6 +1204,97 @@ def section_frames(ctx):
                    "at least 1", expect["reused"], ok=expect["reused"] > 0,
                    note="code made by exec and freed, its address given to new code: the "
                         "per-thread memo of names must not lend the old name")
+
+
+# The cost section's configurations: the environment each adds to the pair program's.
+COST_CONFIGS = (("plain", {}), ("stacks off", {"VRAMTAP_STACKS": "0"}), ("default", {}))
+COST_LIVE = 1000
+
+
+def cost_run(ctx, exe, out, config, threads, pairs, name):
+    """One run of the pair program: (wall, cpu) ns per pair, or None and the run."""
+    extra = dict(COST_CONFIGS)[config]
+    if config != "plain":
+        extra = dict(extra, LD_PRELOAD=ctx.build["lib"], VRAMTAP_QUIET="1")
+    r = ctx.runner.run(name, [exe, str(threads), "0", str(pairs), str(COST_LIVE)],
+                       env=routes_env(ctx, out, extra), timeout=120)
+    for f in glob.glob(os.path.join(out, "*.json")):
+        os.remove(f)
+    m = re.search(r"ns_per_pair=([0-9.]+) cpu_ns_per_pair=([0-9.]+)", r["tail"])
+    return ((float(m.group(1)), float(m.group(2))) if r["rc"] == 0 and m else None), r
+
+
+def section_cost(ctx):
+    """scripts/bench's pair cost on this machine's driver and runtime: cudaMallocAsync and
+    cudaFreeAsync of 512 to 4,096 bytes on the legacy stream with 1,000 allocations live, on 1
+    and on 8 threads, plain and under vramtap, alternated in rounds so that the machine's drift
+    falls on all alike. A round's added cost is its vramtap run less its plain run; the figures
+    are the medians of the rounds'. The targets are those the stand-in's benchmark holds vramtap
+    to; in a dry run the figures are the stand-in's, shown only."""
+    sec = "cost"
+    exe, why = compile_cuda_program(ctx, "dynamic", source=PAIR_C, opt="-O2")
+    ctx.checks.add(sec, "the pair program builds", True, exe is not None, note=why or "")
+    if not exe:
+        return
+    out = os.path.join(ctx.runner.work, "cost")
+    os.makedirs(out, exist_ok=True)
+    rounds, pairs = (3, 5000) if ctx.dry else (4, 20000)
+    runs = {}  # (config, threads) -> [(wall, cpu)] by round
+    failed = []
+    for k in range(rounds):
+        if k and ctx.runner.left() < 40:
+            break
+        for threads in (1, 8):
+            for config, _ in COST_CONFIGS:
+                got, r = cost_run(ctx, exe, out, config, threads, pairs,
+                                  "cost-%s-%d-%d" % (config.replace(" ", "-"), threads, k))
+                if got is None:
+                    failed.append("%s, %d threads: exit %s %s" % (config, threads, r["rc"],
+                                                                  r["tail"][-200:]))
+                runs.setdefault((config, threads), []).append(got)
+    done = len(runs.get(("plain", 1), []))
+    ctx.checks.add(sec, "every run succeeded", "%d rounds, no failure" % rounds,
+                   "%d rounds, %d failures" % (done, len(failed)), ok=not failed and done > 0,
+                   note="; ".join(failed[:2]))
+    if failed or not done:
+        return
+
+    def added(config, threads, i):
+        """The median over the rounds of config's cost less plain's, wall (0) or CPU (1)."""
+        return statistics.median(v[i] - p[i] for v, p in zip(runs[config, threads],
+                                                             runs["plain", threads]))
+
+    table_rows = []
+    for threads in (1, 8):
+        for config, _ in COST_CONFIGS:
+            walls = [x[0] for x in runs[config, threads]]
+            cpus = [x[1] for x in runs[config, threads]]
+            extra = (["+%.1f" % added(config, threads, 0), "+%.1f" % added(config, threads, 1)]
+                     if config != "plain" else ["", ""])
+            table_rows.append([config, threads, "%.1f" % min(walls),
+                               "%.1f" % statistics.median(walls),
+                               "%.1f" % statistics.median(cpus)] + extra)
+    ctx.raw["cost"] = {"rounds": done, "pairs_per_thread": pairs, "live": COST_LIVE,
+                       "runs": {"%s/%d" % key: v for key, v in runs.items()},
+                       "table": table_rows}
+    kind = "info" if ctx.dry else "tolerance"
+    one = added("stacks off", 1, 0)
+    ctx.checks.add(sec, "1 thread: vramtap's added cost a pair, stacks off",
+                   "at most +60 ns", "%+.1f ns" % one, kind=kind, ok=None if ctx.dry else one <= 60,
+                   note="the median of %d rounds' wall time; plain %.1f ns a pair (its median)" % (
+                       done, statistics.median(x[0] for x in runs["plain", 1])))
+    ctx.checks.add(sec, "1 thread: vramtap's added cost a pair, native stacks (the default)",
+                   "at most +300 ns", "%+.1f ns" % added("default", 1, 0), kind=kind,
+                   ok=None if ctx.dry else added("default", 1, 0) <= 300,
+                   note="stacks of the pair program's few frames, unwound and interned")
+    eight = added("stacks off", 8, 0)
+    ratio = eight / one if one > 0 else float("inf")
+    ctx.checks.add(sec, "8 threads: added cost a pair over 1 thread's, stacks off",
+                   "at most 1.5x", "%.2fx" % ratio, kind=kind,
+                   ok=None if ctx.dry else ratio <= 1.5,
+                   note="%+.1f ns a pair of the 8 threads' wall time against %+.1f ns; CPU time "
+                        "%+.1f against %+.1f ns" % (eight, one, added("stacks off", 8, 1),
+                                                    added("stacks off", 1, 1)))
 
 
 def section_native(ctx):
@@ -1324,7 +1422,6 @@ def section_tools(ctx):
         try:
             rep = replay_timeline(tl, [str(n) for n in names])
             store["timeline"] = rep
-            vt = ((ctx.raw.get("runs", {}).get("tensor-fp32") or {}).get("categories")) or {}
             mapped = {}
             for k, b in rep["categories"].items():
                 m = PROFILER_TO_VRAMTAP.get(k, k)
@@ -1599,6 +1696,14 @@ def render_report(ctx, final):
                      "PyTorch's reserved peak, once allocations outside PyTorch's segments "
                      "(told apart by `torch.cuda.memory_snapshot()`'s address ranges) are set "
                      "aside.\n")
+        if sec == "cost":
+            L.append("scripts/bench's allocation pair (bench/alloc_pair.c) built against this "
+                     "machine's CUDA runtime: `cudaMallocAsync` and `cudaFreeAsync` on the legacy "
+                     "stream with 1,000 allocations live, plain and under vramtap, on 1 and on 8 "
+                     "threads, the configurations alternated in each round. A round's added cost "
+                     "is its vramtap run less its plain run; the checks take the median of the "
+                     "rounds'. Their bounds are the targets scripts/bench holds vramtap to over "
+                     "the CPU stand-in.\n")
         if items:
             L.append(table(["check", "kind", "status", "expected", "got", "note"],
                            [[x["name"], x["kind"], x["status"], x["expected"], x["got"],
@@ -1643,6 +1748,13 @@ def render_report(ctx, final):
                     L.append(table(["site", "kind", "born in", "count", "bytes"],
                                    [[o["label"], o["kind"], o["born"], o["count"],
                                      fmt_bytes(o["bytes"])] for o in others]))
+        if sec == "cost" and (ctx.raw.get("cost") or {}).get("table"):
+            cst = ctx.raw["cost"]
+            L.append("\nNanoseconds a pair, %d rounds of %s pairs a thread (after as many on the "
+                     "main thread to warm up); wall time is the run's over all threads' pairs:\n"
+                     % (cst["rounds"], format(cst["pairs_per_thread"], ",")))
+            L.append(table(["configuration", "threads", "lowest wall", "median wall",
+                            "median CPU", "added wall", "added CPU"], cst["table"]))
         if sec == "tools":
             p = ctx.raw.get("profiler") or {}
             if p.get("timeline"):
@@ -1767,7 +1879,7 @@ def main():
     only = set(args.only.split(",")) if args.only else set(SECTIONS)
     fns = {"cuda": section_cuda, "tensor": section_tensor, "native": section_native,
            "tools": section_tools, "oom": section_oom, "attach": section_attach,
-           "frames": section_frames}
+           "frames": section_frames, "cost": section_cost}
     for sec in RUN_ORDER:
         if sec not in only:
             ctx.checks.skip(sec, "section", "not asked for (--only)", kind="info")

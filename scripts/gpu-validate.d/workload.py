@@ -23,7 +23,6 @@ import json
 import math
 import os
 import platform
-import re
 import statistics
 import sys
 import time

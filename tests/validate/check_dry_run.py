@@ -48,7 +48,8 @@ if mds and jsons:
     for title in ("## Summary", "## 1. Machine and versions", "## 2. CUDA C", "## 3. PyTorch, tensor mode",
                   "## 4. PyTorch, native allocator", "## 5. Against PyTorch's own tools",
                   "## 6. Out of memory", "## 7. Attached through CUPTI",
-                  "## 8. Python frames on this Python", "## Raw data",
+                  "## 8. Python frames on this Python",
+                  "## 9. What an allocation costs on this driver", "## Raw data",
                   "Dry run"):
         check(title in text, "the report has no %r" % title)
     doc = json.load(open(jsons[0]))
@@ -91,7 +92,8 @@ if mds and jsons:
                  "CPython %s: frames read from the interpreter, not followed" % PYV,
                  "CPython %s: every allocation's Python frames equal traceback.extract_stack()"
                  % PYV,
-                 "CPython %s: freed exec'd code whose address was reused" % PYV):
+                 "CPython %s: freed exec'd code whose address was reused" % PYV,
+                 "the pair program builds", "every run succeeded"):
         check(by_name.get(name, {}).get("status") == "pass",
               "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
     check(by_name.get("static runtime: program builds", {}).get("status") in ("pass", "skipped"),
@@ -99,6 +101,15 @@ if mds and jsons:
     check(by_name.get("static runtime: run under vramtap", {}).get("status") in ("skipped", None),
           "the static runtime cannot run over the stand-in and must say it was skipped")
     check(doc["raw"].get("timing_table"), "no step-time table")
+    # The stand-in's pair costs are shown, not held to the GPU's bounds.
+    for name in ("1 thread: vramtap's added cost a pair, stacks off",
+                 "1 thread: vramtap's added cost a pair, native stacks (the default)",
+                 "8 threads: added cost a pair over 1 thread's, stacks off"):
+        check(by_name.get(name, {}).get("status") == "info",
+              "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
+    cost = doc["raw"].get("cost", {})
+    check(len(cost.get("table", [])) == 6 and cost.get("rounds") == 3,
+          "the cost table: 3 configurations on 1 and 8 threads, 3 rounds: %s" % cost.get("table"))
     cov = doc["raw"].get("coverage", {}).get("coverage, dynamic runtime", {})
     check(cov.get("cupti", {}).get("allocations", 0) > 0, "no coverage figures for the routes: %s"
           % cov)
