@@ -98,11 +98,12 @@ void vt_thaw(frozen *fz)
     free(fz->ordinal);
 }
 
-/* Everything but the records, with the state lock held; 0 when the timeline or the history
- * outgrew the room reserve() made (the caller makes more and tries again). */
+/* Everything but the records and the history's events, with the state lock held (the history's
+ * copy begun: vt_history_freeze_end_locked follows); 0 when the timeline or the history outgrew
+ * the room reserve() made (the caller makes more and tries again). */
 static int freeze_books_locked(frozen *fz, size_t capspans)
 {
-    if (vt_state.nspans > capspans || (fz->history && !vt_history_freeze_locked(fz->history)))
+    if (vt_state.nspans > capspans || (fz->history && !vt_history_freeze_begin_locked(fz->history)))
         return 0;
     /* labels of the records copied from here on, and the loose ranges as of now */
     vt_identity_thaw(fz->identity);
@@ -143,12 +144,27 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
     return 1;
 }
 
+/* The history's events, STEP_UNITS of them at a time: 1 more to do, 0 done, -1 start again. */
+#define STEP_UNITS 8192
+static int history_step_locked(frozen *fz, size_t units)
+{
+    return fz->history ? vt_history_freeze_step_locked(fz->history, units) : 0;
+}
+
+static void history_end_locked(frozen *fz)
+{
+    if (fz->history)
+        vt_history_freeze_end_locked(fz->history);
+}
+
 /* In one hold of the lock: simple, and what a post-mortem needs (the records of those freed
  * meanwhile are recycled), but a million allocations hold it for a good fraction of a second. */
 static int freeze_at_once(frozen *fz, const vt_oom *oom, size_t capspans)
 {
     vt_lock();
-    int done = freeze_books_locked(fz, capspans) && freeze_records(fz, oom);
+    int done = freeze_books_locked(fz, capspans) && history_step_locked(fz, SIZE_MAX) == 0 &&
+               freeze_records(fz, oom);
+    history_end_locked(fz);
     vt_unlock();
     return done;
 }
@@ -237,6 +253,7 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
         fz->nrecs = 0;
         vt_lock();
         if (!freeze_books_locked(fz, capspans)) {
+            history_end_locked(fz);
             vt_unlock();
             rc = -1;
             break;
@@ -247,8 +264,12 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
         for (int d = 0; d < VT_MAX_DEVICES; d++)
             m.peak_seq[d] = vt_state.dev[d].peak_seq;
         int more;
-        while ((more = step_locked(fz, &m)) == 1)
+        while ((more = history_step_locked(fz, STEP_UNITS)) == 1)
             vt_lock_pass(VT_LOCK_STATE);
+        if (more == 0)
+            while ((more = step_locked(fz, &m)) == 1)
+                vt_lock_pass(VT_LOCK_STATE);
+        history_end_locked(fz);
         vt_unlock();
         rc = more == 0 ? 1 : more == -2 ? -1 : 0;
     }

@@ -200,6 +200,8 @@ static struct {
     uint64_t dropped;
     hwin kept[VT_MAX_DEVICES + 1]; /* one more while a step joins them */
     int nkept;
+    uint64_t moves;          /* times events were moved or let go (at step marks) */
+    vt_history_copy *freeze; /* a copy in steps under way (vt_history_freeze_begin_locked) */
 } H;
 _Static_assert(offsetof(__typeof__(H), cur) == 64 && sizeof(hwin) == 64,
                "H's hot fields fill its first line, its current window the second");
@@ -393,12 +395,16 @@ void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const vt_birth *birth, int
     added(w, STUB, birth->birth.time);
 }
 
+static void save_for_copy(vt_history_copy *c, size_t at, const vt_rec *r);
+
 void vt_history_free_locked(vt_rec *r, const vt_mark *death)
 {
     if (!H.on)
         return;
     size_t hist = vt_rec_hist(r);
     if (hist) {
+        if (vt_state.freezing && H.freeze)
+            save_for_copy(H.freeze, hist - 1, r);
         head_at(hist - 1)->flags |= GONE;
         H.stubs--;
     }
@@ -510,6 +516,7 @@ void vt_history_step_locked(void)
 {
     if (!H.on)
         return;
+    H.moves++;
     uint64_t now = vt_now_locked();
     if (H.first_open) {
         if (vt_state.step < H.steps)
@@ -533,6 +540,8 @@ void vt_history_reset_after_fork(void)
 {
     if (!H.on)
         return;
+    H.freeze = NULL; /* the parent's writer is not in the child */
+    H.moves++;
     H.used = H.n = H.nlate = H.stubs = 0;
     H.dropped = 0;
     H.nkept = 0;
@@ -586,6 +595,14 @@ static vt_mark at(const wide *e)
                     : unpack(&e->birth, e->flags);
 }
 
+/* A stub as it was at the copy's first hold, with the rest of its birth, saved when its
+ * allocation died before the copy reached it. */
+typedef struct {
+    size_t at;
+    unit stub;
+    details birth;
+} saved_stub;
+
 struct vt_history_copy {
     int on;
     uint32_t steps;
@@ -601,6 +618,21 @@ struct vt_history_copy {
     size_t nlate, late_cap;
     hwin win[MAX_WINDOWS];
     int nwin;
+    /* While it is made in steps: the book's moves at the first hold; the units copied so far,
+     * whose stubs' details are taken; the next event whose details to take (window, event,
+     * unit); the stubs saved meanwhile (save_for_copy). */
+    uint64_t moves;
+    size_t front;
+    int dw;
+    size_t dk, di;
+    saved_stub *saved;
+    size_t nsaved, saved_cap;
+    int saved_lost;
+    /* The step in progress at the first hold is left out of the file: its frees of allocations
+     * of earlier windows go to the late deaths (units [drop_from, used)). */
+    int drop_cur;
+    size_t drop_from;
+    int finished; /* finish() ran */
 };
 
 size_t vt_history_bound_locked(size_t *stubs)
@@ -639,10 +671,13 @@ void vt_history_copy_free(vt_history_copy *c)
     free(c->det);
     free(c->ev);
     free(c->late);
+    free(c->saved);
     free(c);
 }
 
-int vt_history_freeze_locked(vt_history_copy *c)
+/* The first hold of a copy: all but the events and their stubs' details, which the steps copy
+ * (vt_history_freeze_step_locked) as they were now. 0 when the book outgrew the copy. */
+int vt_history_freeze_begin_locked(vt_history_copy *c)
 {
     c->on = H.on;
     if (!H.on)
@@ -654,7 +689,6 @@ int vt_history_freeze_locked(vt_history_copy *c)
     c->dropped = H.dropped;
     c->used = H.used;
     c->nlate = H.nlate;
-    memcpy(c->u, H.u, H.used * sizeof *H.u);
     memcpy(c->late, H.late, H.nlate * sizeof *H.late);
     uint64_t now = vt_now_locked();
     c->nwin = 0;
@@ -674,20 +708,127 @@ int vt_history_freeze_locked(vt_history_copy *c)
             c->win[c->nwin].end_time = now;
         c->nwin++;
     }
-    /* a step in progress the file leaves out: its frees of allocations of earlier windows, as
-     * if it were dropped now */
-    if (!H.first_open && !H.cur_peaks)
-        for (size_t i = H.cur.first; i < H.used; i += head_at(i)->units)
-            if (marked_whole(H.u, i) && c->nlate < c->late_cap)
-                c->late[c->nlate++] = late_of((const hev *)&H.u[i]);
-    /* the order widen_all reads them in; a stub not GONE is its record's (owner) */
+    c->drop_cur = !H.first_open && !H.cur_peaks;
+    c->drop_from = H.cur.first;
+    c->moves = H.moves;
+    c->front = 0;
+    c->dw = 0;
+    c->dk = 0;
+    c->di = c->nwin ? c->win[0].first : 0;
     c->ndet = 0;
-    for (int w = 0; w < c->nwin; w++)
-        for (size_t k = 0, i = c->win[w].first; k < c->win[w].n; k++, i += head_at(i)->units)
-            if (live_stub(head_at(i)) && c->ndet < c->det_cap) {
-                const vt_rec *r = owner(i);
-                c->det[c->ndet++] = r ? details_of(r) : (details){0};
+    c->nsaved = 0;
+    c->saved_lost = 0;
+    c->finished = 0;
+    H.freeze = c;
+    return 1;
+}
+
+/* Takes the details of the stubs alive in the copy below its front, from their records, in the
+ * order widen_all reads them in. */
+static void take_details(vt_history_copy *c)
+{
+    while (c->dw < c->nwin) {
+        const hwin *w = &c->win[c->dw];
+        if (c->dk == w->n) {
+            if (++c->dw < c->nwin)
+                c->di = c->win[c->dw].first, c->dk = 0;
+            continue;
+        }
+        if (c->di >= c->front)
+            return;
+        if (live_stub((const head *)&c->u[c->di]) && c->ndet < c->det_cap) {
+            const vt_rec *r = owner(c->di);
+            c->det[c->ndet++] = r ? details_of(r) : (details){0};
+        }
+        c->di += ((const head *)&c->u[c->di])->units;
+        c->dk++;
+    }
+}
+
+int vt_history_freeze_step_locked(vt_history_copy *c, size_t units)
+{
+    if (!c->on)
+        return 0;
+    if (H.moves != c->moves || c->saved_lost)
+        return -1;
+    size_t n = c->used - c->front < units ? c->used - c->front : units;
+    memcpy(c->u + c->front, H.u + c->front, n * sizeof *H.u);
+    c->front += n;
+    take_details(c);
+    return c->front < c->used;
+}
+
+void vt_history_freeze_end_locked(vt_history_copy *c)
+{
+    if (H.freeze == c)
+        H.freeze = NULL;
+}
+
+/* An allocation whose event is at unit `at` dies (lock held, r its record): where a copy in
+ * steps has not reached that unit yet, the stub as it was and the rest of the birth are saved
+ * for it. Out of memory, the copy cannot show its first hold's moment, and is made again. */
+static void save_for_copy(vt_history_copy *c, size_t at, const vt_rec *r)
+{
+    if (at < c->front || at >= c->used || c->saved_lost)
+        return;
+    if (c->nsaved == c->saved_cap) {
+        size_t cap = c->saved_cap ? 2 * c->saved_cap : 256;
+        saved_stub *more = realloc(c->saved, cap * sizeof *more);
+        if (!more) {
+            c->saved_lost = 1;
+            return;
+        }
+        c->saved = more;
+        c->saved_cap = cap;
+    }
+    c->saved[c->nsaved++] = (saved_stub){at, H.u[at], details_of(r)};
+}
+
+static int saved_by_unit(const void *pa, const void *pb)
+{
+    const saved_stub *a = pa, *b = pb;
+    return (a->at > b->at) - (a->at < b->at);
+}
+
+/* Outside the lock, once: the saved stubs back in the copy, each with its details among those
+ * the steps took, in the windows' order; the late deaths of a step in progress left out. 0 when
+ * memory ran out. */
+static int finish(vt_history_copy *c)
+{
+    if (c->finished)
+        return 1;
+    if (c->nsaved) {
+        details *det = malloc((c->ndet + c->nsaved) * sizeof *det);
+        if (!det)
+            return 0;
+        qsort(c->saved, c->nsaved, sizeof *c->saved, saved_by_unit);
+        for (size_t k = 0; k < c->nsaved; k++)
+            c->u[c->saved[k].at] = c->saved[k].stub;
+        size_t d = 0, nd = 0, k = 0;
+        for (int w = 0; w < c->nwin; w++) {
+            size_t i = c->win[w].first;
+            for (size_t e = 0; e < c->win[w].n; e++, i += ((const head *)&c->u[i])->units) {
+                if (!live_stub((const head *)&c->u[i]))
+                    continue;
+                while (k < c->nsaved && c->saved[k].at < i)
+                    k++;
+                if (k < c->nsaved && c->saved[k].at == i)
+                    det[nd++] = c->saved[k].birth;
+                else if (d < c->ndet)
+                    det[nd++] = c->det[d++];
             }
+        }
+        free(c->det);
+        c->det = det;
+        c->ndet = nd;
+    }
+    /* a step in progress the file leaves out: its frees of allocations of earlier windows, as
+     * if it were dropped at the first hold */
+    if (c->drop_cur)
+        for (size_t i = c->drop_from; i < c->used; i += ((const head *)&c->u[i])->units)
+            if (marked_whole(c->u, i) && c->nlate < c->late_cap)
+                c->late[c->nlate++] = late_of((const hev *)&c->u[i]);
+    c->finished = 1;
     return 1;
 }
 
@@ -823,6 +964,8 @@ static wide widen(const vt_history_copy *c, size_t i)
  * out. */
 static int widen_all(vt_history_copy *c)
 {
+    if (!finish(c))
+        return 0;
     size_t n = 0;
     for (int w = 0; w < c->nwin; w++)
         n += c->win[w].n;

@@ -65,11 +65,17 @@ typedef struct {
 
 /* Copies the book: vt_history_bound_locked says how big a copy is (under the lock: its units,
  * and in *stubs the allocations alive whose records it reads), vt_history_copy_new allocates it
- * (outside), vt_history_freeze_locked fills it (under the lock again), returning 0 when the
- * book outgrew it meanwhile. */
+ * (outside), and the copy is made in steps under the lock again, given up between them, still
+ * showing the moment of its first hold: vt_history_freeze_begin_locked (0: the book outgrew the
+ * copy), then vt_history_freeze_step_locked until it returns 0 (1: more to copy; -1: the events
+ * moved, at a step mark, or memory ran out: begin again), and vt_history_freeze_end_locked, which
+ * must follow every begin that returned 1 before the copy is begun again or freed. At once: begin,
+ * one step of SIZE_MAX units and end in one hold. */
 VT_HIDDEN size_t vt_history_bound_locked(size_t *stubs);
 VT_HIDDEN vt_history_copy *vt_history_copy_new(size_t bound, size_t stubs);
-VT_HIDDEN int vt_history_freeze_locked(vt_history_copy *c);
+VT_HIDDEN int vt_history_freeze_begin_locked(vt_history_copy *c);
+VT_HIDDEN int vt_history_freeze_step_locked(vt_history_copy *c, size_t units);
+VT_HIDDEN void vt_history_freeze_end_locked(vt_history_copy *c);
 VT_HIDDEN void vt_history_copy_free(vt_history_copy *c);
 
 /* What the writer does with the history's allocations (those `allocations` does not list) and

@@ -4,10 +4,14 @@
  * counts must add up, and the allocating thread's longest allocate+free pair is at most 10% of
  * the write's time (a ratio of two times measured in the same run, so a slow machine slows both;
  * about 1% is usual). scripts/bench reports the same figure.
- * usage: tap_interim_stall CTOR_LIB [LIVE]; prints the counts the snapshot must show. */
+ * With "-" for the library: no thread dlopens, and the allocating thread allocates and frees
+ * without a pause, as a training loop's does: every hold of the lock by the writer is one it
+ * waits for.
+ * usage: tap_interim_stall CTOR_LIB|- [LIVE]; prints the counts the snapshot must show. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +20,8 @@
 #include "check.h"
 #include "vramtap.h"
 
-static atomic_int writing = 1;
-static const char *lib;
+static atomic_int writing = 1, started;
+static const char *lib; /* NULL: no thread dlopens, and the allocating thread does not pause */
 static long dlopens, pairs;
 static double max_wait;
 
@@ -61,7 +65,9 @@ static int pair(void)
 static void *allocator(void *arg)
 {
     (void)arg;
-    if (pair()) /* the first interns its stack */
+    int first = pair(); /* the first interns its stack */
+    atomic_store(&started, 1);
+    if (first)
         return (void *)1;
     while (atomic_load(&writing)) {
         double t0 = now();
@@ -70,7 +76,8 @@ static void *allocator(void *arg)
         double w = now() - t0;
         max_wait = w > max_wait ? w : max_wait;
         pairs++;
-        pause_a_little();
+        if (lib)
+            pause_a_little();
     }
     return NULL;
 }
@@ -79,7 +86,7 @@ int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3)
         return 2;
-    lib = argv[1];
+    lib = strcmp(argv[1], "-") ? argv[1] : NULL;
     long live = argc == 3 ? atol(argv[2]) : 1000000;
     for (long i = 0; i < live; i++) {
         void *p;
@@ -89,13 +96,19 @@ int main(int argc, char **argv)
         }
     }
     pthread_t th[2];
-    CHECK_EQ_INT(pthread_create(&th[0], NULL, loader, NULL), 0);
-    CHECK_EQ_INT(pthread_create(&th[1], NULL, allocator, NULL), 0);
+    int nth = 0;
+    if (lib)
+        CHECK_EQ_INT(pthread_create(&th[nth++], NULL, loader, NULL), 0);
+    CHECK_EQ_INT(pthread_create(&th[nth++], NULL, allocator, NULL), 0);
+    /* the allocating thread in its loop before the write begins: a thread still starting missed
+     * the write's first hold of the lock, once the longest */
+    while (!atomic_load(&started))
+        sched_yield();
     double t0 = now();
     vramtap_step_mark(); /* the peak rose: an interim snapshot, written now on this thread */
     double write = now() - t0;
     atomic_store(&writing, 0);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < nth; t++) {
         void *rc;
         pthread_join(th[t], &rc);
         CHECK(rc == NULL);

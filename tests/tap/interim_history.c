@@ -1,0 +1,112 @@
+/* An interim snapshot copied in steps shows its history as of the copy's first hold, even for
+ * allocations that die while the copy runs. The peak is reached first, then half of it freed;
+ * the allocations made after that (not in the peak set: the file has them from the history
+ * alone, their address and the rest from their records) are freed by another thread, last first
+ * (where the copy, which starts at the oldest events, comes last), one every 5 microseconds from
+ * just before the step mark that writes the interim file until the write is done. The program
+ * copies the interim file aside and prints each of those allocations: "A ADDRESS SIZE FREED"; then
+ * "FREED N". usage: tap_interim_history PEAK_ALLOCS LATE_ALLOCS */
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "vramtap.h"
+
+static void **late;
+static unsigned char *freed;
+static long nlate, nfreed;
+static atomic_int go, writing = 1;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Frees one every 5 microseconds: some before the copy begins, some while it runs. */
+static void *freer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&go))
+        ;
+    for (long i = nlate - 1; i >= 0 && atomic_load(&writing); i--) {
+        if (cudaFree(late[i]) != cudaSuccess)
+            return (void *)1;
+        freed[i] = 1;
+        nfreed++;
+        for (double until = now() + 5e-6; now() < until;)
+            ;
+    }
+    return NULL;
+}
+
+/* Copies the process's snapshot file in VRAMTAP_OUT to interim.<pid>.copy there. */
+static int copy_snapshot(void)
+{
+    const char *out = getenv("VRAMTAP_OUT");
+    char suffix[32], from[4096], to[4096];
+    snprintf(suffix, sizeof suffix, ".%d.json", (int)getpid());
+    DIR *d = out ? opendir(out) : NULL;
+    if (!d)
+        return 1;
+    int copied = 0;
+    for (struct dirent *e; (e = readdir(d)) && !copied;) {
+        size_t n = strlen(e->d_name), k = strlen(suffix);
+        if (n < k || strcmp(e->d_name + n - k, suffix))
+            continue;
+        snprintf(from, sizeof from, "%s/%s", out, e->d_name);
+        snprintf(to, sizeof to, "%s/interim.%d.copy", out, (int)getpid());
+        FILE *f = fopen(from, "rb"), *g = fopen(to, "wb");
+        char buf[1 << 16];
+        size_t got;
+        while (f && g && (got = fread(buf, 1, sizeof buf, f)) > 0)
+            copied = fwrite(buf, 1, got, g) == got;
+        if (f)
+            fclose(f);
+        if (g)
+            copied &= fclose(g) == 0;
+    }
+    closedir(d);
+    return !copied;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    long npeak = atol(argv[1]);
+    nlate = atol(argv[2]);
+    void **peak = calloc((size_t)npeak, sizeof *peak);
+    late = calloc((size_t)nlate, sizeof *late);
+    freed = calloc((size_t)nlate, 1);
+    CHECK(peak && late && freed && nlate < npeak / 2);
+    for (long i = 0; i < npeak; i++)
+        CHECK_EQ_INT(cudaMalloc(&peak[i], 4096), cudaSuccess);
+    for (long i = npeak / 2; i < npeak; i++)
+        CHECK_EQ_INT(cudaFree(peak[i]), cudaSuccess);
+    for (long i = 0; i < nlate; i++)
+        CHECK_EQ_INT(cudaMalloc(&late[i], 512 * (size_t)(1 + i % 4)), cudaSuccess);
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, freer, NULL), 0);
+    atomic_store(&go, 1);
+    CHECK_EQ_INT(vramtap_step_mark(), VRAMTAP_OK); /* the peak rose since the start: written */
+    atomic_store(&writing, 0);
+    void *rc;
+    pthread_join(th, &rc);
+    CHECK(rc == NULL);
+    CHECK_EQ_INT(copy_snapshot(), 0);
+    for (long i = 0; i < nlate; i++)
+        printf("A 0x%" PRIxPTR " %zu %d\n", (uintptr_t)late[i], 512 * (size_t)(1 + i % 4),
+               freed[i]);
+    printf("FREED %ld\n", nfreed);
+    return CHECK_DONE();
+}
