@@ -1,5 +1,6 @@
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "freeze.h"
 #include "locks.h"
@@ -237,8 +238,37 @@ static int step_locked(frozen *fz, moment *m)
     return 0;
 }
 
+/* This thread's CPU time in ns: how long a hold kept others waiting, less any time the holder
+ * was not running (which no step of the copy can shorten). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The holds of the lock a copy in steps takes: how many, the longest, and when this one began. */
+typedef struct {
+    int n;
+    uint64_t longest, from;
+} holds;
+
+static void hold_ends(holds *h)
+{
+    uint64_t d = thread_cpu_ns() - h->from;
+    h->longest = d > h->longest ? d : h->longest;
+    h->n++;
+}
+
+static void pass_counted(holds *h)
+{
+    hold_ends(h);
+    vt_lock_pass(VT_LOCK_STATE);
+    h->from = thread_cpu_ns();
+}
+
 /* 1 done; 0 not done this way (another copy in steps is under way, or the peak kept moving);
- * -1 out of room. */
+ * -1 out of room. With VRAMTAP_DEBUG, says how long it held the lock at most. */
 static int freeze_in_steps(frozen *fz, size_t capspans)
 {
     vt_lock();
@@ -252,6 +282,7 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
         moment m = {0};
         fz->nrecs = 0;
         vt_lock();
+        holds h = {.from = thread_cpu_ns()};
         if (!freeze_books_locked(fz, capspans)) {
             history_end_locked(fz);
             vt_unlock();
@@ -265,13 +296,17 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
             m.peak_seq[d] = vt_state.dev[d].peak_seq;
         int more;
         while ((more = history_step_locked(fz, STEP_UNITS)) == 1)
-            vt_lock_pass(VT_LOCK_STATE);
+            pass_counted(&h);
         if (more == 0)
             while ((more = step_locked(fz, &m)) == 1)
-                vt_lock_pass(VT_LOCK_STATE);
+                pass_counted(&h);
         history_end_locked(fz);
+        hold_ends(&h);
         vt_unlock();
         rc = more == 0 ? 1 : more == -2 ? -1 : 0;
+        vt_debug("a copy of the books in %d holds of the lock, the longest %.3f ms of CPU time%s",
+                 h.n, (double)h.longest / 1e6,
+                 rc == 1 ? "" : ": not done (begun again or put off)");
     }
     vt_lock();
     vt_state.freezing = 0;
