@@ -417,26 +417,27 @@ def case_diff():
         for fr in site["frames"][1:]:
             if fr.get("type") == "python":
                 fr["line"] += 2
-    moved = os.path.join(tempfile.mkdtemp(prefix="vt-cli-"), "moved.json")
-    with open(moved, "w") as f:
-        json.dump(doc, f)
-    dev = json.loads(run("diff", "--json", a, moved).stdout)["devices"][0]
-    eq((dev["sites_grew"], dev["sites_shrank"]), ([], []), "lines moved in callers: no change")
+    with tempfile.TemporaryDirectory(prefix="vt-cli-") as tmp:
+        moved = os.path.join(tmp, "moved.json")
+        with open(moved, "w") as f:
+            json.dump(doc, f)
+        dev = json.loads(run("diff", "--json", a, moved).stdout)["devices"][0]
+        eq((dev["sites_grew"], dev["sites_shrank"]), ([], []), "lines moved in callers: no change")
 
-    # What a snapshot does not record is unknown, not the same.
-    with open(d("minimal.json")) as f:
-        doc = json.load(f)
-    doc["allocations"][0]["size"] = 2048
-    doc["devices"][0]["peak_bytes"] = 2048
-    other = os.path.join(os.path.dirname(moved), "minimal2.json")
-    with open(other, "w") as f:
-        json.dump(doc, f)
-    out = run("diff", d("minimal.json"), other).stdout
-    has(out, "  command   unknown (neither snapshot records it)\n", "no command")
-    has(out, "  env       unknown (neither snapshot records it)\n", "no env")
-    eq("the same" in out, False, "nothing claimed the same")
-    r = json.loads(run("diff", "--json", d("minimal.json"), other).stdout)
-    eq((r["command_differs"], r["env"]), (None, None), "unknown in --json")
+        # What a snapshot does not record is unknown, not the same.
+        with open(d("minimal.json")) as f:
+            doc = json.load(f)
+        doc["allocations"][0]["size"] = 2048
+        doc["devices"][0]["peak_bytes"] = 2048
+        other = os.path.join(tmp, "minimal2.json")
+        with open(other, "w") as f:
+            json.dump(doc, f)
+        out = run("diff", d("minimal.json"), other).stdout
+        has(out, "  command   unknown (neither snapshot records it)\n", "no command")
+        has(out, "  env       unknown (neither snapshot records it)\n", "no env")
+        eq("the same" in out, False, "nothing claimed the same")
+        r = json.loads(run("diff", "--json", d("minimal.json"), other).stdout)
+        eq((r["command_differs"], r["env"]), (None, None), "unknown in --json")
 
 
 def case_record():

@@ -14,6 +14,7 @@ must find exactly that.
 import glob
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -28,6 +29,13 @@ SIM = ENV["VT_TRAIN_SIM"]
 CATEGORIES = ["parameters", "gradients", "optimizer_state", "activations", "temporary",
               "unattributed"]
 failures = []
+made = []  # temporary folders (tmpdir)
+
+
+def tmpdir(prefix):
+    """A temporary folder, removed at finish() when every check passed."""
+    made.append(tempfile.mkdtemp(prefix=prefix))
+    return made[-1]
 
 
 def expect(got, want, label):
@@ -59,7 +67,7 @@ def rows(text, labels):
 
 def run_sim(args, extra_env=None, want_exit=0):
     """Runs the job; returns (its expectations, the snapshot path, the out dir)."""
-    out = tempfile.mkdtemp(prefix="vt-e2e-")
+    out = tmpdir("vt-e2e-")
     env = dict(ENV, VRAMTAP_OUT=out, LD_PRELOAD=ENV["VT_PRELOAD"],
                LD_LIBRARY_PATH=ENV["VT_STANDIN_DIR"])
     env.update(extra_env or {})
@@ -198,7 +206,7 @@ def oom():
 
 
 def ranks():
-    outdir = tempfile.mkdtemp(prefix="vt-ranks-")
+    outdir = tmpdir("vt-ranks-")
     for rank, b in ((0, "4"), (1, "8")):
         run_sim(["--batch", b], {"VRAMTAP_OUT": outdir, "RANK": str(rank),
                                  "LOCAL_RANK": str(rank)})
@@ -247,7 +255,7 @@ def messages():
     relative --out made absolute); nothing with VRAMTAP_QUIET=1. What vramtap changed for the
     Python frameworks is said once, by the first Python process (here one a shell starts), and
     never by a program that is not Python (train_sim)."""
-    cwd = tempfile.mkdtemp(prefix="vt-msg-")
+    cwd = tmpdir("vt-msg-")
     env = {k: v for k, v in ENV.items() if not k.startswith("VRAMTAP_") and k not in (
         "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "XLA_PYTHON_CLIENT_ALLOCATOR",
         "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_GPU_ALLOCATOR")}
@@ -389,6 +397,9 @@ def finish(label):
     for f in failures:
         print("FAIL:", f)
     print("%s: %d failures" % (label, len(failures)))
+    if not failures:  # kept only to look into a failure
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
     sys.exit(1 if failures else 0)
 
 

@@ -15,7 +15,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 
 import e2e
 from e2e import CLI, expect, failures, report_json, run_sim
@@ -193,7 +192,7 @@ def warnings():
                for w in f.get("warnings", [])), True,
            "a run off the line is named (%r)" % f.get("warnings"))
     # X from the run record
-    out = tempfile.mkdtemp(prefix="vt-fit-")
+    out = e2e.tmpdir("vt-fit-")
     r4, r8 = with_record(s4, 4, out), with_record(s8, 8, out)
     f = fit_json(r4, r8)
     expect([r.get("x") for r in f.get("runs", [])], [4, 8], "X from the run record")

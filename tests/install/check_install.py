@@ -5,6 +5,7 @@ the library, the C header, a pkg-config file, the man page vramtap(1) and bash c
 LD_PRELOAD=$(vramtap lib) COMMAND profiles COMMAND."""
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,4 +75,7 @@ expect(p.returncode == 0 and len(glob.glob(os.path.join(out, "vramtap.train_sim.
 for f in failures:
     print("FAIL:", f)
 print("%d failed" % len(failures) if failures else "all checks passed")
+if not failures:  # kept only to look into a failure
+    for folder in (stage, out):
+        shutil.rmtree(folder, ignore_errors=True)
 sys.exit(1 if failures else 0)

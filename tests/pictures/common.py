@@ -4,6 +4,7 @@ snapshot's history independently of the command, and checking figures exactly.""
 import glob
 import json
 import os
+import shutil
 import pickle
 import subprocess
 import sys
@@ -16,6 +17,7 @@ FIXTURES = os.path.join(SRC, "tests", "import", "fixtures")
 CATS = ["parameters", "gradients", "optimizer_state", "activations", "temporary",
         "unattributed_persistent", "unattributed_transient"]
 failures = []
+made = []  # temporary folders (tmpdir)
 
 
 def expect(got, want, what):
@@ -32,6 +34,9 @@ def finish():
     for f in failures:
         print("FAIL:", f)
     print("%d failure(s)" % len(failures))
+    if not failures:  # kept only to look into a failure
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
     sys.exit(1 if failures else 0)
 
 
@@ -44,7 +49,9 @@ def cli(*args, want=0):
 
 
 def tmpdir():
-    return tempfile.mkdtemp(prefix="vt-pictures-")
+    """A temporary folder, removed at finish() when every check passed."""
+    made.append(tempfile.mkdtemp(prefix="vt-pictures-"))
+    return made[-1]
 
 
 def imported(fixture, out):

@@ -6,17 +6,16 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 
 from vtpy import (BOOTSTRAP, HERE, PYTHON, check, clean_env, finish,
-                  require_python_under_sanitizer, show, vramtap_run)
+                  require_python_under_sanitizer, show, tmpdir, vramtap_run)
 
 require_python_under_sanitizer()
 PROBE = [PYTHON, os.path.join(HERE, "probe_env.py")]
 
 
 def user_site(body):
-    folder = tempfile.mkdtemp(prefix="vt-py-site-")
+    folder = tmpdir("vt-py-site-")
     with open(os.path.join(folder, "sitecustomize.py"), "w") as f:
         f.write("import os\nos.environ['VT_TEST_USER_SITECUSTOMIZE'] = 'ran'\n" + body)
     return folder
@@ -40,7 +39,7 @@ for case, body in (("user sitecustomize", ""), ("user sitecustomize importing to
 # A second copy of the bootstrap on PYTHONPATH (another install's, or an older build's), before
 # the user's folder: the user's sitecustomize still runs, once, and the hooks are installed; the
 # copies used to run each other's sitecustomize until Python's recursion limit.
-copy = tempfile.mkdtemp(prefix="vt-py-copy-")
+copy = tmpdir("vt-py-copy-")
 for name in os.listdir(BOOTSTRAP):
     if name.endswith(".py"):
         shutil.copy(os.path.join(BOOTSTRAP, name), copy)

@@ -11,14 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 from vtpy import (CLI, HERE, PYTHON, check, clean_env, finish, require_python_under_sanitizer,
-                  show)
+                  show, tmpdir)
 
 variant = sys.argv[1]
 require_python_under_sanitizer()
-tmp = tempfile.mkdtemp(prefix="vt-py-")
+tmp = tmpdir()
 expect_path = os.path.join(tmp, "expect.json")
 out = os.path.join(tmp, "out")
 env = clean_env(STANDIN_HOST_BACKED="1", STANDIN_CAPACITY=str(1 << 30))

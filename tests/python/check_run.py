@@ -6,10 +6,9 @@ left); and the environment it hands the command."""
 import glob
 import os
 import subprocess
-import tempfile
 
 from vtpy import (BOOTSTRAP, CLI, LIB, PYTHON, check, clean_env, finish, sanitizer_preload, show,
-                  vramtap_run)
+                  tmpdir, vramtap_run)
 
 
 def run(args, env=None, cwd=None):
@@ -66,9 +65,9 @@ check(ready == "ready" and p.returncode == 3, "SIGTERM sent to vramtap reaches t
 # Killed by SIGKILL after an interim snapshot (a step mark where the peak rose), in a cgroup
 # whose OOM killer count rises meanwhile: 137, the signal, the OOM killer, the snapshot.
 standin = os.path.join(os.environ["VT_BUILD"], "tests", "standin")
-cgroup = tempfile.mkdtemp(prefix="vt-py-cgroup-")
+cgroup = tmpdir("vt-py-cgroup-")
 events = os.path.join(cgroup, "memory.events")
-killed = tempfile.mkdtemp(prefix="vt-py-killed-")
+killed = tmpdir("vt-py-killed-")
 job = ("import ctypes, os\n"
        "rt = ctypes.CDLL('libcudart.so.13')\n"
        "p = ctypes.c_void_p()\n"
@@ -106,7 +105,7 @@ check(p.returncode == 137 and "it left no snapshot in %s" % os.path.realpath(kil
 
 # The environment: the library first in LD_PRELOAD (the user's entries kept, no duplicate when
 # nested), the bootstrap first on PYTHONPATH, an absolute VRAMTAP_OUT that exists.
-cwd = tempfile.mkdtemp(prefix="vt-py-run-")
+cwd = tmpdir("vt-py-run-")
 user_preload = ":".join(filter(None, [sanitizer_preload(), "libm.so.6"]))
 show_env = ["sh", "-c", 'printf "%s\\n" "$LD_PRELOAD" "$PYTHONPATH" "$VRAMTAP_OUT" "$VRAMTAP_MODE"']
 for case, args in (("run", ["--out", "snaps", "--mode", "native", "--"] + show_env),

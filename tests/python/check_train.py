@@ -10,15 +10,14 @@ CUPTI reports the allocations, and the same must hold.
 import json
 import os
 import sys
-import tempfile
 
 from vtpy import (BOOTSTRAP, HERE, PYTHON, check, clean_env, finish, require_python_under_sanitizer,
-                  show, vramtap_run)
+                  show, tmpdir, vramtap_run)
 
 variant = sys.argv[1]
 run_args = ["--attach", "cupti"] if sys.argv[2:] == ["attach"] else []
 require_python_under_sanitizer()
-expect_path = os.path.join(tempfile.mkdtemp(prefix="vt-py-"), "expect.json")
+expect_path = os.path.join(tmpdir(), "expect.json")
 command = [PYTHON, os.path.join(HERE, "train_workload.py"), variant, expect_path]
 env = None
 if variant == "torch2":

@@ -8,6 +8,7 @@ check(...) for each expectation and finish() at the end: exit 0, 1 (some check f
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,13 @@ BOOTSTRAP = os.path.join(SRC, "src", "python", "vramtap")
 SANITIZED = "address" in os.environ.get("VT_SANITIZE", "")
 
 _failures = []
+_made = []  # temporary folders: removed when every check passed, kept to look into a failure
+
+
+def tmpdir(prefix="vt-py-"):
+    """A temporary folder, removed at finish() when every check passed."""
+    _made.append(tempfile.mkdtemp(prefix=prefix))
+    return _made[-1]
 
 
 def check(ok, what, detail=None):
@@ -33,6 +41,9 @@ def finish():
     for f in _failures:
         print("FAIL:", f)
     print("%d failed" % len(_failures) if _failures else "all checks passed")
+    if not _failures:
+        for folder in _made:
+            shutil.rmtree(folder, ignore_errors=True)
     sys.exit(1 if _failures else 0)
 
 
@@ -87,7 +98,7 @@ def require_python_under_sanitizer():
 def vramtap_run(command, run_args=(), env=None, timeout=300):
     """Run `vramtap run --out TMP [run_args] -- command`. Returns (completed process, list of
     snapshots written, each a dict)."""
-    out = tempfile.mkdtemp(prefix="vt-py-")
+    out = tmpdir()
     p = subprocess.run([CLI, "run", "--out", out] + list(run_args) + ["--"] + list(command),
                        env=clean_env() if env is None else env, capture_output=True, text=True,
                        timeout=timeout)

@@ -11,6 +11,7 @@ import ctypes
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,7 @@ def driver():
     env.pop("PYTHONPATH", None)
     failures = []
     for run in range(RUNS):
+        failed = len(failures)
         out = tempfile.mkdtemp(prefix="vt-forkoom-")
         env["VRAMTAP_OUT"] = out
         try:
@@ -93,6 +95,8 @@ def driver():
         if not py or py[0] != ("fail_alloc", line_of("fail")):
             failures.append("run %d: the failed call's Python frames are %s" % (run, py))
         print("run %d: %s, %d post-mortems" % (run, p.stdout.strip(), len(posts)))
+        if len(failures) == failed:  # kept only to look into a failure
+            shutil.rmtree(out, ignore_errors=True)
     for f in failures:
         print("FAIL:", f)
     print("%d of %d runs completed with their post-mortems" % (RUNS - len(failures), RUNS))

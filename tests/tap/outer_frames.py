@@ -8,6 +8,7 @@ usage: outer_frames.py PROGRAM
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,4 +40,6 @@ print("%d allocations, %d distinct sites" % (len(want), len(
     {a["site"] for a in doc["allocations"] if a["size"] in want})))
 for f in failures:
     print("FAIL:", f)
+if not failures:  # kept only to look into a failure
+    shutil.rmtree(out, ignore_errors=True)
 sys.exit(1 if failures else 0)

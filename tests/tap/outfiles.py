@@ -6,7 +6,6 @@
                                   directory: every snapshot kept and named by its host, and
                                   `vramtap report DIR` shows both nodes (root only)
 """
-import glob
 import json
 import os
 import re

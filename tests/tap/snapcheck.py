@@ -62,6 +62,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -172,6 +173,8 @@ def main():
     for f in failures:
         print("FAIL:", f)
     print("%d expectations, %d failures" % (nexpect, len(failures)))
+    if not failures:  # kept only to look into a failure
+        shutil.rmtree(out, ignore_errors=True)
     sys.exit(1 if failures else 0)
 
 
@@ -203,6 +206,7 @@ def report_json(doc):
             json.dump(doc, f)
         p = subprocess.run([os.environ["VT_CLI"], "report", "--json", f.name],
                            capture_output=True, text=True)
+        os.unlink(f.name)
         _reports[doc["pid"]] = json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr}
     return _reports[doc["pid"]]
 
@@ -213,6 +217,7 @@ def report_text(doc):
         json.dump(doc, f)
     p = subprocess.run([os.environ["VT_CLI"], "report", f.name], capture_output=True, text=True,
                        env=dict(os.environ, NO_COLOR="1"))
+    os.unlink(f.name)
     return p.stdout if p.returncode == 0 else "error: " + p.stderr
 
 

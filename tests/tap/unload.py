@@ -7,6 +7,7 @@ usage: unload.py PROGRAM LIBRARY
 import glob
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -30,6 +31,7 @@ def site_of_run(mode):
     if len(snaps) != 1 or len(allocs) != 1 or allocs[0]["site"] is None:
         failures.append("%s: %d snapshots, allocations %s" % (mode, len(snaps), allocs))
         return None, None
+    shutil.rmtree(out, ignore_errors=True)  # kept only to look into a failure
     return doc, doc["sites"][allocs[0]["site"]]
 
 

@@ -6,6 +6,7 @@ and nothing written into docs/validation."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -116,4 +117,7 @@ if mds and jsons:
 for f in failures:
     print("FAIL:", f)
 print("%d failures" % len(failures))
+if not failures:  # kept only to look into a failure
+    for folder in (report_dir, work):
+        shutil.rmtree(folder, ignore_errors=True)
 sys.exit(1 if failures else 0)

@@ -6,6 +6,7 @@ PyTorch's peak, site labels."""
 import gzip
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -36,7 +37,8 @@ events = [
     [40, 2, 1000, OPT],
     [50, 1, 300, TMP],          # 2500 again: not a new peak
 ]
-path = os.path.join(tempfile.mkdtemp(), "memory.raw.json.gz")
+tmp = tempfile.mkdtemp(prefix="vt-parsers-")
+path = os.path.join(tmp, "memory.raw.json.gz")
 with gzip.open(path, "wt") as f:
     json.dump(events, f)
 r = v.replay_timeline(path, names)
@@ -107,7 +109,8 @@ expect(v.fmt_bytes(None), "n/a", "fmt_bytes None")
 
 # The report with what only a GPU run fills in (profiler, history timings, a post-mortem), so
 # that its rendering is exercised before the one GPU run that needs it.
-out = tempfile.mkdtemp()
+out = os.path.join(tmp, "report")
+os.makedirs(out)
 ctx = v.Ctx()
 ctx.dry, ctx.date, ctx.notes = False, "2026-01-01", ["a note"]
 ctx.checks = v.Checks()
@@ -163,4 +166,6 @@ expect(json.load(open(ctx.json_path))["raw"]["torch"]["gpu"], "NVIDIA H200", "JS
 for f in failures:
     print("FAIL:", f)
 print("%d failures" % len(failures))
+if not failures:  # kept only to look into a failure
+    shutil.rmtree(tmp, ignore_errors=True)
 sys.exit(1 if failures else 0)
