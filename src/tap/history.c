@@ -622,6 +622,7 @@ struct vt_history_copy {
      * whose stubs' details are taken; the next event whose details to take (window, event,
      * unit); the stubs saved meanwhile (save_for_copy). */
     uint64_t moves;
+    vt_history_copy *outer; /* a copy in steps this one, made at once, came in the middle of */
     size_t front;
     int dw;
     size_t dk, di;
@@ -719,6 +720,7 @@ int vt_history_freeze_begin_locked(vt_history_copy *c)
     c->nsaved = 0;
     c->saved_lost = 0;
     c->finished = 0;
+    c->outer = H.freeze;
     H.freeze = c;
     return 1;
 }
@@ -761,7 +763,7 @@ int vt_history_freeze_step_locked(vt_history_copy *c, size_t units)
 void vt_history_freeze_end_locked(vt_history_copy *c)
 {
     if (H.freeze == c)
-        H.freeze = NULL;
+        H.freeze = c->outer;
 }
 
 /* An allocation whose event is at unit `at` dies (lock held, r its record): where a copy in

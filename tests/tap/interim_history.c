@@ -3,9 +3,14 @@
  * the allocations made after that (not in the peak set: the file has them from the history
  * alone, their address and the rest from their records) are freed by another thread, last first
  * (where the copy, which starts at the oldest events, comes last), one every 5 microseconds from
- * just before the step mark that writes the interim file until the write is done. The program
- * copies the interim file aside and prints each of those allocations: "A ADDRESS SIZE FREED"; then
- * "FREED N". usage: tap_interim_history PEAK_ALLOCS LATE_ALLOCS */
+ * just before the step mark that writes the interim file until the write is done; a third
+ * thread makes an allocation fail meanwhile, whose post-mortem copies the books at once, most
+ * often in the middle of the copy in steps. The program copies the interim file aside and prints
+ * each of those allocations: "A ADDRESS SIZE FREED"; then "FREED N", "FAILED 1" when the
+ * allocation meant to fail did while the interim file was written, and "WAITS N", the frees
+ * that waited for the lock.
+ *
+ * usage: tap_interim_history PEAK_ALLOCS LATE_ALLOCS */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -23,6 +28,9 @@
 static void **late;
 static unsigned char *freed;
 static long nlate, nfreed;
+static atomic_int fail_now;
+static long waits; /* frees that waited for the lock: the copy held it */
+static int failed; /* the allocation meant to fail did, while the interim file was written */
 static atomic_int go, writing = 1;
 
 static double now(void)
@@ -32,20 +40,40 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Frees one every 5 microseconds: some before the copy begins, some while it runs. */
+/* Frees one every 5 microseconds: some before the copy begins, some while it runs. The first
+ * free that waited for the lock (the copy holds it), or else 3 ms, starts the failing
+ * allocation. */
 static void *freer(void *arg)
 {
     (void)arg;
     while (!atomic_load(&go))
         ;
     for (long i = nlate - 1; i >= 0 && atomic_load(&writing); i--) {
+        double t0 = now();
         if (cudaFree(late[i]) != cudaSuccess)
             return (void *)1;
+        if (i < nlate - 1 && now() - t0 > 50e-6 && ++waits == 1) /* the first interned its stack */
+            atomic_store(&fail_now, 1);
         freed[i] = 1;
         nfreed++;
         for (double until = now() + 5e-6; now() < until;)
             ;
     }
+    return NULL;
+}
+
+/* An allocation that fails in the middle of the copy: its post-mortem copies the books at once,
+ * on this thread while the other frees on, and the copy in steps must go on saving what dies
+ * ahead of it. */
+static void *failer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&go))
+        ;
+    for (double until = now() + 3e-3; !atomic_load(&fail_now) && now() < until;)
+        ;
+    void *q;
+    failed = atomic_load(&writing) && cudaMalloc(&q, (size_t)1 << 50) == cudaErrorMemoryAllocation;
     return NULL;
 }
 
@@ -95,18 +123,21 @@ int main(int argc, char **argv)
         CHECK_EQ_INT(cudaFree(peak[i]), cudaSuccess);
     for (long i = 0; i < nlate; i++)
         CHECK_EQ_INT(cudaMalloc(&late[i], 512 * (size_t)(1 + i % 4)), cudaSuccess);
-    pthread_t th;
-    CHECK_EQ_INT(pthread_create(&th, NULL, freer, NULL), 0);
+    pthread_t th[2];
+    CHECK_EQ_INT(pthread_create(&th[0], NULL, freer, NULL), 0);
+    CHECK_EQ_INT(pthread_create(&th[1], NULL, failer, NULL), 0);
     atomic_store(&go, 1);
     CHECK_EQ_INT(vramtap_step_mark(), VRAMTAP_OK); /* the peak rose since the start: written */
     atomic_store(&writing, 0);
-    void *rc;
-    pthread_join(th, &rc);
-    CHECK(rc == NULL);
+    for (int t = 0; t < 2; t++) {
+        void *rc;
+        pthread_join(th[t], &rc);
+        CHECK(rc == NULL);
+    }
     CHECK_EQ_INT(copy_snapshot(), 0);
     for (long i = 0; i < nlate; i++)
         printf("A 0x%" PRIxPTR " %zu %d\n", (uintptr_t)late[i], 512 * (size_t)(1 + i % 4),
                freed[i]);
-    printf("FREED %ld\n", nfreed);
+    printf("FREED %ld\nFAILED %d\nWAITS %ld\n", nfreed, failed, waits);
     return CHECK_DONE();
 }

@@ -2,7 +2,9 @@
 snapshot it copied aside: copied in steps (VRAMTAP_DEBUG says it was not copied at once), its
 history lists every allocation made after the peak with its address and size; one whose free
 the history shows was freed by the program; and some the program freed while the copy ran are
-shown alive, as they were when it began (without them the test proves nothing, and says so).
+shown alive, as they were when it began (without them the test proves nothing, and says so);
+and a post-mortem written at once in the middle of the copy (an allocation made to fail) does
+not stop it saving what dies ahead of it.
 
 usage: interim_history.py PROGRAM"""
 import glob
@@ -25,13 +27,22 @@ p = subprocess.run([prog, str(PEAK), str(LATE)], env=env, capture_output=True, t
 if p.returncode != 0:
     failures.append("exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
 else:
-    if "copying the books at once" in p.stderr:
+    if any("copying the books at once" in l and "post-mortem" not in l
+           for l in p.stderr.splitlines()):
         failures.append("the interim file was copied at once, not in steps")
     made = {}
+    failed_alloc, waits = False, 0
     for line in p.stdout.splitlines():
         w = line.split()
         if w[0] == "A":
             made[int(w[1], 16)] = (int(w[2]), w[3] == "1")
+        elif w[0] == "FAILED":
+            failed_alloc = w[1] == "1"
+        elif w[0] == "WAITS":
+            waits = int(w[1])
+    if not failed_alloc or not glob.glob(os.path.join(out, "vramtap.*.oom1.json")):
+        failures.append("no post-mortem was written while the interim file was (%d frees waited "
+                        "for the lock)" % waits)
     copies = glob.glob(os.path.join(out, "interim.*.copy"))
     if len(copies) != 1:
         failures.append("interim copies: %s" % copies)
