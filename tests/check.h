@@ -13,7 +13,7 @@ static int check_failures;
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
             check_failures++;                                                                      \
         }                                                                                          \
     } while (0)
@@ -22,7 +22,7 @@ static int check_failures;
     do {                                                                                           \
         long long va_ = (long long)(a), vb_ = (long long)(b);                                      \
         if (va_ != vb_) {                                                                          \
-            fprintf(stderr, "%s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, #b, va_,   \
+            fprintf(stderr, "%s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, #b, va_,    \
                     vb_);                                                                          \
             check_failures++;                                                                      \
         }                                                                                          \
@@ -38,6 +38,7 @@ static int check_failures;
         }                                                                                          \
     } while (0)
 
-#define CHECK_DONE() (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
+#define CHECK_DONE()                                                                             \
+    (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
 
 #endif

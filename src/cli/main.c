@@ -15,7 +15,8 @@ static const struct {
     {"fit", vt_cmd_fit, "what fits: how the bill grows with the batch size or another dimension"},
     {"import", vt_cmd_import, "turn a PyTorch profiler trace or memory snapshot into a snapshot"},
     {"view", vt_cmd_view, "a snapshot as one HTML page: memory over time, flame graph, bill"},
-    {"export", vt_cmd_export, "a snapshot as a Perfetto / chrome://tracing trace (--perfetto) or as JSON (--json)"},
+    {"export", vt_cmd_export,
+     "a snapshot as a Perfetto / chrome://tracing trace (--perfetto) or as JSON (--json)"},
 };
 
 static void usage(FILE *out)
