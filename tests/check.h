@@ -38,7 +38,7 @@ static int check_failures;
         }                                                                                          \
     } while (0)
 
-#define CHECK_DONE()                                                                             \
+#define CHECK_DONE()                                                                               \
     (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
 
 #endif
