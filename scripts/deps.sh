@@ -5,8 +5,8 @@ vt_install_deps() {
     local debs=(gcc meson ninja-build pkg-config libunwind-dev uthash-dev libjansson-dev
                 libyajl-dev zlib1g-dev libdw-dev)
     [ "${1:-}" = build ] ||
-        debs+=(python3 python3-torch clang-14 libclang-rt-14-dev clang-format-14 chromium
-               bash-completion)
+        debs+=(python3 python3-torch python3-pyflakes clang-14 libclang-rt-14-dev clang-format-14
+               chromium bash-completion)
     local missing=() d
     for d in "${debs[@]}"; do
         dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q 'install ok installed' || missing+=("$d")
