@@ -7,8 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int check_failures;
+
+/* Seconds of CLOCK_MONOTONIC, for tests that time what they wait for. */
+static inline double check_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

@@ -403,6 +403,7 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
         return;
     size_t hist = vt_rec_hist(r);
     if (hist) {
+        /* freezing first: the free has read its line already, H.freeze's line it has not */
         if (vt_state.freezing && H.freeze)
             save_for_copy(H.freeze, hist - 1, r);
         head_at(hist - 1)->flags |= GONE;

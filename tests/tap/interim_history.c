@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -33,13 +32,6 @@ static long waits; /* frees that waited for the lock: the copy held it */
 static int failed; /* the allocation meant to fail did, while the interim file was written */
 static atomic_int go, writing = 1;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* Frees one every 5 microseconds: some before the copy begins, some while it runs. The first
  * free that waited for the lock (the copy holds it), or else 3 ms, starts the failing
  * allocation. */
@@ -49,14 +41,15 @@ static void *freer(void *arg)
     while (!atomic_load(&go))
         ;
     for (long i = nlate - 1; i >= 0 && atomic_load(&writing); i--) {
-        double t0 = now();
+        double t0 = check_now();
         if (cudaFree(late[i]) != cudaSuccess)
             return (void *)1;
-        if (i < nlate - 1 && now() - t0 > 50e-6 && ++waits == 1) /* the first interned its stack */
+        if (i < nlate - 1 && check_now() - t0 > 50e-6 &&
+            ++waits == 1) /* the first interned its stack */
             atomic_store(&fail_now, 1);
         freed[i] = 1;
         nfreed++;
-        for (double until = now() + 5e-6; now() < until;)
+        for (double until = check_now() + 5e-6; check_now() < until;)
             ;
     }
     return NULL;
@@ -70,7 +63,7 @@ static void *failer(void *arg)
     (void)arg;
     while (!atomic_load(&go))
         ;
-    for (double until = now() + 3e-3; !atomic_load(&fail_now) && now() < until;)
+    for (double until = check_now() + 3e-3; !atomic_load(&fail_now) && check_now() < until;)
         ;
     void *q;
     failed = atomic_load(&writing) && cudaMalloc(&q, (size_t)1 << 50) == cudaErrorMemoryAllocation;

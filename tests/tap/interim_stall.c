@@ -33,13 +33,6 @@ static void pause_a_little(void)
     nanosleep(&t, NULL);
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void *loader(void *arg)
 {
     (void)arg;
@@ -70,10 +63,10 @@ static void *allocator(void *arg)
     if (first)
         return (void *)1;
     while (atomic_load(&writing)) {
-        double t0 = now();
+        double t0 = check_now();
         if (pair())
             return (void *)1;
-        double w = now() - t0;
+        double w = check_now() - t0;
         max_wait = w > max_wait ? w : max_wait;
         pairs++;
         if (lib)
@@ -104,9 +97,9 @@ int main(int argc, char **argv)
      * the write's first hold of the lock, once the longest */
     while (!atomic_load(&started))
         sched_yield();
-    double t0 = now();
+    double t0 = check_now();
     vramtap_step_mark(); /* the peak rose: an interim snapshot, written now on this thread */
-    double write = now() - t0;
+    double write = check_now() - t0;
     atomic_store(&writing, 0);
     for (int t = 0; t < nth; t++) {
         void *rc;
