@@ -14,6 +14,7 @@
 #include "model/fit.h"
 #include "report.h"
 #include "snapshot_keys.h"
+#include "grow.h"
 
 #define DEFAULT_HEADROOM_PCT 5.0
 #define MAX_X_ARG INT64_C(1000000000000)
@@ -340,14 +341,8 @@ typedef struct {
 
 __attribute__((format(printf, 2, 3))) static void say(lines *ls, const char *fmt, ...)
 {
-    if (ls->n == ls->cap) {
-        size_t cap = ls->cap ? 2 * ls->cap : 16;
-        line *v = realloc(ls->v, cap * sizeof *v);
-        if (!v)
-            return;
-        ls->v = v;
-        ls->cap = cap;
-    }
+    if (vt_grow(&ls->v, &ls->cap, ls->n + 1, sizeof *ls->v))
+        return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ls->v[ls->n++].text, sizeof ls->v[0].text, fmt, ap);

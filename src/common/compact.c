@@ -1,4 +1,5 @@
 #include "compact.h"
+#include "grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,17 +22,9 @@ void vt_cbuf_put(vt_cbuf *b, const void *data, size_t n)
 {
     if (b->failed || !n)
         return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    if (vt_grow(&b->p, &b->cap, b->len + n, 1)) {
+        b->failed = true;
+        return;
     }
     memcpy(b->p + b->len, data, n);
     b->len += n;
@@ -198,14 +191,9 @@ int vt_crec_get(vt_creader *r, vt_cdelta *d, vt_crec *o)
             r->bad = true;
             return -1;
         }
-        if (n > r->labels_cap) {
-            vt_clabel *l = realloc(r->labels, n * sizeof *l);
-            if (!l) {
-                r->bad = true;
-                return -1;
-            }
-            r->labels = l;
-            r->labels_cap = n;
+        if (vt_grow(&r->labels, &r->labels_cap, (size_t)n, sizeof *r->labels)) {
+            r->bad = true;
+            return -1;
         }
         for (size_t i = 0; i < n; i++) {
             r->labels[i].off = vt_creader_varint(r);

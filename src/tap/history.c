@@ -22,6 +22,7 @@
 #include "json_out.h"
 #include "mpath.h"
 #include "snapshot_keys.h"
+#include "grow.h"
 
 enum {
     PHASE_BITS = 3,
@@ -774,15 +775,9 @@ static void save_for_copy(vt_history_copy *c, size_t at, const vt_rec *r)
 {
     if (at < c->front || at >= c->used || c->saved_lost)
         return;
-    if (c->nsaved == c->saved_cap) {
-        size_t cap = c->saved_cap ? 2 * c->saved_cap : 256;
-        saved_stub *more = realloc(c->saved, cap * sizeof *more);
-        if (!more) {
-            c->saved_lost = 1;
-            return;
-        }
-        c->saved = more;
-        c->saved_cap = cap;
+    if (vt_grow(&c->saved, &c->saved_cap, c->nsaved + 1, sizeof *c->saved)) {
+        c->saved_lost = 1;
+        return;
     }
     c->saved[c->nsaved++] = (saved_stub){at, H.u[at], details_of(r)};
 }

@@ -8,6 +8,7 @@
 #include "json_out.h"
 #include "vramtap.h"
 #include "snapshot_keys.h"
+#include "grow.h"
 
 /* A label attached to an allocation: [off, off + len) of it. */
 typedef struct {
@@ -260,14 +261,8 @@ int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r)
     HASH_FIND(hh, by_alloc, &id, sizeof id, o);
     if (!o)
         return 1;
-    if (z->nowned + o->n > z->capowned) {
-        size_t cap = 2 * (z->nowned + o->n);
-        frozen_owned *v = realloc(z->owned, cap * sizeof *v);
-        if (!v)
-            return 0;
-        z->owned = v;
-        z->capowned = cap;
-    }
+    if (vt_grow(&z->owned, &z->capowned, z->nowned + o->n, sizeof *z->owned))
+        return 0;
     for (uint32_t i = 0; i < o->n; i++) {
         const owned_label *l = label_at(o, i);
         z->owned[z->nowned++] = (frozen_owned){id, l->off, l->len, l->cat};

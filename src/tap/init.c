@@ -24,6 +24,7 @@
 #include "stacks.h"
 #include "unwind.h"
 #include "table.h"
+#include "grow.h"
 
 VT_HIDDEN vt_config vt_cfg;
 VT_HIDDEN VT_TLS int vt_depth;
@@ -214,20 +215,13 @@ static void read_cmdline(void)
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
+    size_t cap = 0, len = 0;
+    char *buf = NULL;
+    while (!vt_grow(&buf, &cap, len + 4096, 1)) {
         ssize_t n = read(fd, buf + len, cap - len);
         if (n <= 0)
             break;
         len += (size_t)n;
-        if (len == cap) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger)
-                break;
-            buf = bigger;
-            cap *= 2;
-        }
     }
     close(fd);
     cmdline = buf;

@@ -25,6 +25,7 @@
 #include "resolve.h"
 #include "snapshot_keys.h"
 #include "vramtap.h"
+#include "grow.h"
 
 static int locs_oom;
 #define HASH_NONFATAL_OOM 1
@@ -153,7 +154,8 @@ typedef struct {
 
 static py_loc *locs, **loc_by_id;
 static uint64_t locs_dropped;
-static uint32_t nlocs, caplocs;
+static uint32_t nlocs;
+static size_t caplocs;
 
 static uint32_t intern_loc(const char *file, const char *function)
 {
@@ -171,15 +173,7 @@ static uint32_t intern_loc(const char *file, const char *function)
     if (old) {
         id = old->id;
     } else if (nlocs < VT_PYSTACK_MAX_LOCS) {
-        if (nlocs == caplocs) {
-            uint32_t cap = caplocs ? caplocs * 2 : 256;
-            py_loc **n = realloc(loc_by_id, cap * sizeof *n);
-            if (n) {
-                loc_by_id = n;
-                caplocs = cap;
-            }
-        }
-        if (nlocs < caplocs) {
+        if (!vt_grow(&loc_by_id, &caplocs, (size_t)nlocs + 1, sizeof *loc_by_id)) {
             locs_oom = 0;
             l->id = nlocs;
             HASH_ADD_KEYPTR(hh, locs, l->file, lf + ln, l);

@@ -32,6 +32,7 @@
 #include "snapshot_keys.h"
 #include "stacks.h"
 #include "table.h"
+#include "grow.h"
 
 #define INTERIM_AT_ONCE 3
 
@@ -103,15 +104,9 @@ static uint64_t phase_index(uint8_t phase)
 static void add_label(void *ctx, uint64_t off, uint64_t len, int cat)
 {
     records *o = ctx;
-    if (o->nlabels == o->caplabels) {
-        size_t cap = o->caplabels ? 2 * o->caplabels : 16;
-        vt_clabel *l = realloc(o->labels, cap * sizeof *l);
-        if (!l) {
-            o->failed = 1;
-            return;
-        }
-        o->labels = l;
-        o->caplabels = cap;
+    if (vt_grow(&o->labels, &o->caplabels, o->nlabels + 1, sizeof *o->labels)) {
+        o->failed = 1;
+        return;
     }
     o->labels[o->nlabels++] = (vt_clabel){off, len, (uint64_t)cat};
 }

@@ -10,6 +10,7 @@
 #include "symbols.h"
 #include "table.h"
 #include "unwind.h"
+#include "grow.h"
 
 /* An interned stack: native return addresses, then Python (code id << 32 | line) entries,
  * innermost first, then the module of each native frame. The frames are the hash key. */
@@ -27,7 +28,8 @@ static uint16_t *modules_of(const vt_stack *s)
 
 static vt_stack *by_frames;
 static vt_stack **by_id;
-static uint32_t nstacks, capstacks;
+static uint32_t nstacks;
+static size_t capstacks;
 static uint64_t dropped;
 static vt_stack *find_locked(const uint64_t *frames, size_t keylen)
 {
@@ -41,14 +43,8 @@ static int add_locked(vt_stack *s, size_t keylen)
 {
     if (nstacks >= VT_MAX_STACKS)
         return 0;
-    if (nstacks == capstacks) {
-        uint32_t cap = capstacks ? capstacks * 2 : 1024;
-        vt_stack **n = realloc(by_id, cap * sizeof *n);
-        if (!n)
-            return 0;
-        by_id = n;
-        capstacks = cap;
-    }
+    if (vt_grow(&by_id, &capstacks, (size_t)nstacks + 1, sizeof *by_id))
+        return 0;
     vt_hash_oom = 0;
     HASH_ADD_KEYPTR(hh, by_frames, s->frames, keylen, s);
     if (vt_hash_oom)

@@ -23,6 +23,7 @@
 #include "history.h"
 #include "peak.h"
 #include "table.h"
+#include "grow.h"
 
 static inline uint64_t addr_mix(uint64_t a)
 {
@@ -88,14 +89,8 @@ int vt_chunks_grow(vt_chunks *c, size_t size, uint32_t n)
 {
     uint64_t per = VT_CHUNK_BYTES / size;
     while ((uint64_t)c->nchunks * per < n) {
-        if (c->nchunks == c->capchunks) {
-            uint32_t cap = c->capchunks ? c->capchunks * 2 : 64;
-            void **v = realloc(c->chunk, cap * sizeof *v);
-            if (!v)
-                return -1;
-            c->chunk = v;
-            c->capchunks = cap;
-        }
+        if (vt_grow(&c->chunk, &c->capchunks, (size_t)c->nchunks + 1, sizeof *c->chunk))
+            return -1;
         void *p = atomic_exchange(&spare.chunk, NULL);
         if (!p && !(p = chunk_new()))
             return -1;
@@ -1100,15 +1095,10 @@ void vt_span_close_locked(uint64_t now)
     for (int d = 0; d < VT_MAX_DEVICES; d++)
         s->live_end[d] = vt_state.dev[d].live;
     if (s->step < VT_TIMELINE_STEPS && vt_state.nspans < VT_TIMELINE_MAX) {
-        if (vt_state.nspans == vt_state.capspans) {
-            size_t cap = vt_state.capspans ? vt_state.capspans * 2 : 64;
-            vt_span *n = realloc(vt_state.spans, cap * sizeof *n);
-            if (!n) {
-                vt_state.c.dropped++;
-                return;
-            }
-            vt_state.spans = n;
-            vt_state.capspans = cap;
+        if (vt_grow(&vt_state.spans, &vt_state.capspans, vt_state.nspans + 1,
+                    sizeof *vt_state.spans)) {
+            vt_state.c.dropped++;
+            return;
         }
         vt_state.spans[vt_state.nspans++] = *s;
         return;

@@ -275,7 +275,8 @@ static inline void vt_rec_freeze(frozen_rec *f, const vt_rec *r, uintptr_t addre
  * shrinks (table.c). */
 typedef struct {
     void **chunk;
-    uint32_t nchunks, capchunks;
+    uint32_t nchunks;
+    size_t capchunks;
 } vt_chunks;
 
 /* The records a device's peak keeps (live at the peak, died since), in the order they died. */

@@ -17,8 +17,6 @@
 
 #include "snapshot.h" /* vt_err, vt_phase */
 
-/* Grows *p (an array of elem-sized items with capacity *cap) to hold at least need items. */
-int vt_imp_grow(void *p, size_t *cap, size_t need, size_t elem);
 /* Says "out of memory" in err; returns -1. */
 int vt_imp_nomem(vt_err *err);
 /* obj[key] as an integer (a real is truncated: older traces write some counts as reals). */

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "import_jsonstream.h"
+#include "grow.h"
 
 #define CHUNK (1u << 20)
 
@@ -32,15 +33,9 @@ static int fill(vt_jstream *js, vt_err *err)
         js->len -= js->pos;
         js->pos = 0;
     }
-    if (js->cap - js->len < CHUNK / 2) {
-        size_t ncap = js->cap * 2;
-        char *nb = realloc(js->buf, ncap);
-        if (!nb) {
-            vt_err_set(err, "out of memory");
-            return -1;
-        }
-        js->buf = nb;
-        js->cap = ncap;
+    if (js->cap - js->len < CHUNK / 2 && vt_grow(&js->buf, &js->cap, js->cap + 1, 1)) {
+        vt_err_set(err, "out of memory");
+        return -1;
     }
     size_t want = js->cap - js->len;
     if (want > INT32_MAX)

@@ -7,6 +7,7 @@
 #include <uthash.h>
 
 #include "import.h"
+#include "grow.h"
 
 struct vt_str_ent {
     UT_hash_handle hh;
@@ -35,22 +36,6 @@ struct vt_site_ent {
     size_t n;
     int32_t frames[];
 };
-
-int vt_imp_grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    void **arr = p;
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*arr, n * elem);
-    if (!q)
-        return -1;
-    *arr = q;
-    *cap = n;
-    return 0;
-}
 
 const char *vt_intern(vt_isites *s, const char *str, size_t len)
 {
@@ -124,7 +109,7 @@ static int32_t frame_intern(vt_isites *s, uint8_t type, const char *a, const cha
     HASH_FIND(hh, s->frame_index, &key, sizeof key, e);
     if (e)
         return e->id;
-    if (vt_imp_grow(&s->frames, &s->frames_cap, s->nframes + 1, sizeof *s->frames) ||
+    if (vt_grow(&s->frames, &s->frames_cap, s->nframes + 1, sizeof *s->frames) ||
         !(e = calloc(1, sizeof *e)))
         return -1;
     e->key = key;
@@ -197,7 +182,7 @@ int32_t vt_isite(vt_isites *s, const int32_t *frames, size_t n)
     HASH_FIND(hh, s->site_index, frames, n * sizeof *frames, e);
     if (e)
         return e->id;
-    if (vt_imp_grow(&s->sites, &s->sites_cap, s->nsites + 1, sizeof *s->sites) ||
+    if (vt_grow(&s->sites, &s->sites_cap, s->nsites + 1, sizeof *s->sites) ||
         !(e = malloc(sizeof *e + n * sizeof *frames)))
         return -1;
     e->id = (int32_t)s->nsites;

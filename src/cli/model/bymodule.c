@@ -4,6 +4,7 @@
 #include <uthash.h>
 
 #include "bymodule.h"
+#include "grow.h"
 
 typedef struct {
     UT_hash_handle hh;
@@ -15,7 +16,7 @@ typedef struct {
     node_key *map;
     vt_module_row *rows;
     size_t *parent; /* SIZE_MAX: a top node */
-    size_t n, cap;
+    size_t n, cap, parent_cap;
 } tree;
 
 /* The node of path[0..len), made with its ancestors when new; SIZE_MAX when out of memory. */
@@ -32,17 +33,9 @@ static size_t node_of(tree *t, const char *path, size_t len)
     size_t parent = SIZE_MAX;
     if (dot && dot > path && (parent = node_of(t, path, (size_t)(dot - path))) == SIZE_MAX)
         return SIZE_MAX;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        vt_module_row *rows = realloc(t->rows, cap * sizeof *rows);
-        if (rows)
-            t->rows = rows;
-        size_t *par = rows ? realloc(t->parent, cap * sizeof *par) : NULL;
-        if (!par)
-            return SIZE_MAX;
-        t->parent = par;
-        t->cap = cap;
-    }
+    if (vt_grow(&t->rows, &t->cap, t->n + 1, sizeof *t->rows) ||
+        vt_grow(&t->parent, &t->parent_cap, t->n + 1, sizeof *t->parent))
+        return SIZE_MAX;
     char *copy = strndup(path, len);
     if (!copy || !(k = malloc(sizeof *k))) {
         free(copy);

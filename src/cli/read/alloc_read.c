@@ -10,6 +10,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "alloc_read.h"
+#include "grow.h"
 
 /* A name with its length: keys are compared by length first. */
 typedef struct {
@@ -255,14 +256,8 @@ static int end_label(reader *r)
         l[L_OFFSET].i < 0 || l[L_OFFSET].i > VT_MAX_BYTES || l[L_BYTES].i < 0 ||
         l[L_BYTES].i > VT_MAX_BYTES)
         return 0;
-    if (r->nranges == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 8;
-        vt_label_range *grown = realloc(r->ranges, cap * sizeof *grown);
-        if (!grown)
-            return 0;
-        r->ranges = grown;
-        r->cap = cap;
-    }
+    if (vt_grow(&r->ranges, &r->cap, r->nranges + 1, sizeof *r->ranges))
+        return 0;
     r->ranges[r->nranges++] = (vt_label_range){l[L_OFFSET].i, l[L_OFFSET].i + l[L_BYTES].i,
                                                vt_label_category(l[L_CATEGORY].s, l[L_CATEGORY].n)};
     return 1;

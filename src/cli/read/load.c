@@ -17,6 +17,7 @@
 #include "compact_read.h"
 #include "split.h"
 #include "snapshot_keys.h"
+#include "grow.h"
 
 #define MAX_PID INT32_MAX
 #define MAX_WORLD (1 << 20) /* processes in a job: the report lists the ranks missing */
@@ -298,11 +299,10 @@ static int read_file(const char *path, char **out, size_t *outlen, vt_err *err)
             return -1;
         }
         if (len + 1 == cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
+            if (vt_grow(&buf, &cap, cap + 1, 1)) {
                 free(buf);
-            buf = grown;
-            cap *= 2;
+                buf = NULL;
+            }
             continue;
         }
         ssize_t r = read(fd, buf + len, cap - 1 - len);

@@ -1,4 +1,5 @@
 #include "split.h"
+#include "grow.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -100,14 +101,8 @@ static int syntax_error(const char *path, const char *buf, const char *at, const
 /* Appends one item to a growing array; -1 when memory runs out. */
 static int push(void **items, size_t *n, size_t *cap, size_t size, const void *item)
 {
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 64;
-        void *grown = realloc(*items, ncap * size);
-        if (!grown)
-            return -1;
-        *items = grown;
-        *cap = ncap;
-    }
+    if (vt_grow(items, cap, *n + 1, size))
+        return -1;
     memcpy((char *)*items + *n * size, item, size);
     (*n)++;
     return 0;

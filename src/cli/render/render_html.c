@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pictures.h"
+#include "grow.h"
 
 extern const char vt_asset_js[], vt_asset_js_sha256[], vt_asset_css[], vt_asset_css_sha256[];
 
@@ -22,14 +23,8 @@ static node *child(node *n, const char *name)
     for (size_t i = 0; i < n->nkids; i++)
         if (!strcmp(n->kids[i]->name, name))
             return n->kids[i];
-    if (n->nkids == n->cap) {
-        size_t cap = n->cap ? n->cap * 2 : 4;
-        node **k = realloc(n->kids, cap * sizeof *k);
-        if (!k)
-            return NULL;
-        n->kids = k;
-        n->cap = cap;
-    }
+    if (vt_grow(&n->kids, &n->cap, n->nkids + 1, sizeof *n->kids))
+        return NULL;
     node *c = calloc(1, sizeof *c);
     if (!c || !(c->name = strdup(name))) {
         free(c);

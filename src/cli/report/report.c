@@ -16,6 +16,7 @@
 #include "theory.h"
 #include "report.h"
 #include "snapshot_keys.h"
+#include "grow.h"
 
 #define BAR_WIDTH 20
 
@@ -919,14 +920,8 @@ static int by_name(const void *a, const void *b)
 
 static int push_path(char ***paths, size_t *n, size_t *cap, char *path)
 {
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
-        char **grown = realloc(*paths, ncap * sizeof **paths);
-        if (!grown)
-            return -1;
-        *paths = grown;
-        *cap = ncap;
-    }
+    if (vt_grow(paths, cap, *n + 1, sizeof **paths))
+        return -1;
     (*paths)[(*n)++] = path;
     return 0;
 }
