@@ -341,7 +341,7 @@ typedef struct {
 
 __attribute__((format(printf, 2, 3))) static void say(lines *ls, const char *fmt, ...)
 {
-    if (vt_grow(&ls->v, &ls->cap, ls->n + 1, sizeof *ls->v))
+    if (vt_grow(&ls->v, &ls->cap, ls->n + 1, sizeof *ls->v, 16))
         return;
     va_list ap;
     va_start(ap, fmt);

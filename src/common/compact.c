@@ -22,7 +22,7 @@ void vt_cbuf_put(vt_cbuf *b, const void *data, size_t n)
 {
     if (b->failed || !n)
         return;
-    if (vt_grow(&b->p, &b->cap, b->len + n, 1)) {
+    if (vt_grow(&b->p, &b->cap, b->len + n, 1, 4096)) {
         b->failed = true;
         return;
     }
@@ -191,7 +191,7 @@ int vt_crec_get(vt_creader *r, vt_cdelta *d, vt_crec *o)
             r->bad = true;
             return -1;
         }
-        if (vt_grow(&r->labels, &r->labels_cap, (size_t)n, sizeof *r->labels)) {
+        if (vt_grow(&r->labels, &r->labels_cap, (size_t)n, sizeof *r->labels, (size_t)n)) {
             r->bad = true;
             return -1;
         }

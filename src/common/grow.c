@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-int vt_grow(void *arrp, size_t *cap, size_t need, size_t elem)
+int vt_grow(void *arrp, size_t *cap, size_t need, size_t elem, size_t first)
 {
     if (need <= *cap)
         return 0;
-    size_t n = *cap ? *cap : 16;
+    size_t n = *cap ? *cap : first ? first : 1;
     while (n < need) {
         if (n > SIZE_MAX / 2)
             return -1;

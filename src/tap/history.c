@@ -775,7 +775,7 @@ static void save_for_copy(vt_history_copy *c, size_t at, const vt_rec *r)
 {
     if (at < c->front || at >= c->used || c->saved_lost)
         return;
-    if (vt_grow(&c->saved, &c->saved_cap, c->nsaved + 1, sizeof *c->saved)) {
+    if (vt_grow(&c->saved, &c->saved_cap, c->nsaved + 1, sizeof *c->saved, 256)) {
         c->saved_lost = 1;
         return;
     }

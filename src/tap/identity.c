@@ -261,7 +261,7 @@ int vt_identity_freeze_rec_locked(vt_identity_frozen *z, const vt_rec *r)
     HASH_FIND(hh, by_alloc, &id, sizeof id, o);
     if (!o)
         return 1;
-    if (vt_grow(&z->owned, &z->capowned, z->nowned + o->n, sizeof *z->owned))
+    if (vt_grow(&z->owned, &z->capowned, z->nowned + o->n, sizeof *z->owned, 16))
         return 0;
     for (uint32_t i = 0; i < o->n; i++) {
         const owned_label *l = label_at(o, i);

@@ -217,7 +217,7 @@ static void read_cmdline(void)
         return;
     size_t cap = 0, len = 0;
     char *buf = NULL;
-    while (!vt_grow(&buf, &cap, len + 4096, 1)) {
+    while (!vt_grow(&buf, &cap, len + 1, 1, 4096)) {
         ssize_t n = read(fd, buf + len, cap - len);
         if (n <= 0)
             break;

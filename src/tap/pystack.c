@@ -173,7 +173,7 @@ static uint32_t intern_loc(const char *file, const char *function)
     if (old) {
         id = old->id;
     } else if (nlocs < VT_PYSTACK_MAX_LOCS) {
-        if (!vt_grow(&loc_by_id, &caplocs, (size_t)nlocs + 1, sizeof *loc_by_id)) {
+        if (!vt_grow(&loc_by_id, &caplocs, (size_t)nlocs + 1, sizeof *loc_by_id, 256)) {
             locs_oom = 0;
             l->id = nlocs;
             HASH_ADD_KEYPTR(hh, locs, l->file, lf + ln, l);

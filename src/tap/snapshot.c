@@ -104,7 +104,7 @@ static uint64_t phase_index(uint8_t phase)
 static void add_label(void *ctx, uint64_t off, uint64_t len, int cat)
 {
     records *o = ctx;
-    if (vt_grow(&o->labels, &o->caplabels, o->nlabels + 1, sizeof *o->labels)) {
+    if (vt_grow(&o->labels, &o->caplabels, o->nlabels + 1, sizeof *o->labels, 16)) {
         o->failed = 1;
         return;
     }

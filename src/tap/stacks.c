@@ -43,7 +43,7 @@ static int add_locked(vt_stack *s, size_t keylen)
 {
     if (nstacks >= VT_MAX_STACKS)
         return 0;
-    if (vt_grow(&by_id, &capstacks, (size_t)nstacks + 1, sizeof *by_id))
+    if (vt_grow(&by_id, &capstacks, (size_t)nstacks + 1, sizeof *by_id, 1024))
         return 0;
     vt_hash_oom = 0;
     HASH_ADD_KEYPTR(hh, by_frames, s->frames, keylen, s);

@@ -89,7 +89,7 @@ int vt_chunks_grow(vt_chunks *c, size_t size, uint32_t n)
 {
     uint64_t per = VT_CHUNK_BYTES / size;
     while ((uint64_t)c->nchunks * per < n) {
-        if (vt_grow(&c->chunk, &c->capchunks, (size_t)c->nchunks + 1, sizeof *c->chunk))
+        if (vt_grow(&c->chunk, &c->capchunks, (size_t)c->nchunks + 1, sizeof *c->chunk, 64))
             return -1;
         void *p = atomic_exchange(&spare.chunk, NULL);
         if (!p && !(p = chunk_new()))
@@ -1096,7 +1096,7 @@ void vt_span_close_locked(uint64_t now)
         s->live_end[d] = vt_state.dev[d].live;
     if (s->step < VT_TIMELINE_STEPS && vt_state.nspans < VT_TIMELINE_MAX) {
         if (vt_grow(&vt_state.spans, &vt_state.capspans, vt_state.nspans + 1,
-                    sizeof *vt_state.spans)) {
+                    sizeof *vt_state.spans, 64)) {
             vt_state.c.dropped++;
             return;
         }

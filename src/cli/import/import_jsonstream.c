@@ -33,7 +33,7 @@ static int fill(vt_jstream *js, vt_err *err)
         js->len -= js->pos;
         js->pos = 0;
     }
-    if (js->cap - js->len < CHUNK / 2 && vt_grow(&js->buf, &js->cap, js->cap + 1, 1)) {
+    if (vt_grow(&js->buf, &js->cap, js->len + CHUNK / 2, 1, CHUNK)) {
         vt_err_set(err, "out of memory");
         return -1;
     }

@@ -143,7 +143,7 @@ static int on_cpu_event(kctx *k, json_t *v, const char *cat, vt_err *err)
     }
     if (sp.kind >= 0 && vt_trace_add_span(k->tr, &sp, err))
         return -1;
-    if (vt_grow(&k->x, &k->xcap, k->nx + 1, sizeof *k->x))
+    if (vt_grow(&k->x, &k->xcap, k->nx + 1, sizeof *k->x, 16))
         return vt_imp_nomem(err);
     k->x[k->nx++] = x;
     return 0;
@@ -184,7 +184,7 @@ static int on_memory_event(kctx *k, json_t *v, vt_err *err)
     if (vt_json_i64(args, "Total Reserved", &reserved)) {
         size_t di = (size_t)(d - k->tr->devs);
         size_t old = k->reserved_cap;
-        if (vt_grow(&k->reserved_ts, &k->reserved_cap, k->tr->ndevs, sizeof *k->reserved_ts))
+        if (vt_grow(&k->reserved_ts, &k->reserved_cap, k->tr->ndevs, sizeof *k->reserved_ts, 16))
             return vt_imp_nomem(err);
         for (size_t i = old; i < k->reserved_cap; i++)
             k->reserved_ts[i] = -INFINITY;
@@ -195,7 +195,7 @@ static int on_memory_event(kctx *k, json_t *v, vt_err *err)
             k->reserved_ts[di] = e.t;
         }
     }
-    if (vt_grow(&k->m, &k->mcap, k->nm + 1, sizeof *k->m))
+    if (vt_grow(&k->m, &k->mcap, k->nm + 1, sizeof *k->m, 16))
         return vt_imp_nomem(err);
     k->m[k->nm] =
         (mref){.tid = thread_id(k, json_object_get(v, "tid")), .ts = e.t, .ev = k->tr->nev};
@@ -321,7 +321,7 @@ static int module_path(kctx *k, xev *x, uint32_t caller, vt_err *err)
     HASH_FIND_PTR(k->mpaths, &path, e);
     if (!e) {
         if (tr->nmpaths >= INT32_MAX ||
-            vt_grow(&tr->mpaths, &tr->mpaths_cap, tr->nmpaths + 1, sizeof *tr->mpaths) ||
+            vt_grow(&tr->mpaths, &tr->mpaths_cap, tr->nmpaths + 1, sizeof *tr->mpaths, 16) ||
             !(e = malloc(sizeof *e)))
             return vt_imp_nomem(err);
         e->path = path;

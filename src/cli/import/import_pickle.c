@@ -76,7 +76,7 @@ static int on_site(pctx *p, json_t *rec, vt_err *err)
     free(ids);
     if (n && site < 0)
         return vt_imp_nomem(err);
-    if (vt_grow(&p->site_map, &p->map_cap, p->nmap + 1, sizeof *p->site_map))
+    if (vt_grow(&p->site_map, &p->map_cap, p->nmap + 1, sizeof *p->site_map, 16))
         return vt_imp_nomem(err);
     p->site_map[p->nmap++] = site;
     return 0;

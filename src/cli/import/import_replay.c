@@ -189,7 +189,7 @@ static int phases(vt_replay *rp, uint8_t *label, int64_t *base, vt_err *err)
             continue;
         if (cur == VT_NONE || rp->inst[cur].phase != label_phase[l] ||
             base[rp->inst[cur].first] != base[i]) {
-            if (vt_grow(&rp->inst, &inst_cap, rp->ninst + 1, sizeof *rp->inst)) {
+            if (vt_grow(&rp->inst, &inst_cap, rp->ninst + 1, sizeof *rp->inst, 16)) {
                 free(steps);
                 return vt_imp_nomem(err);
             }
@@ -284,7 +284,7 @@ static int push(pent **map, const pkey *k, size_t alloc)
         e->key = *k;
         HASH_ADD(hh, *map, key, sizeof e->key, e);
     }
-    if (vt_grow(&e->idx, &e->cap, e->n + 1, sizeof *e->idx))
+    if (vt_grow(&e->idx, &e->cap, e->n + 1, sizeof *e->idx, 16))
         return -1;
     e->idx[e->n++] = alloc;
     return 0;
@@ -319,7 +319,7 @@ static int add_device(vt_replay *rp, size_t *cap, int32_t device, vt_err *err)
 {
     if (device < 0 || dev_index(rp, device) != VT_NONE)
         return 0;
-    if (vt_grow(&rp->devs, cap, rp->ndevs + 1, sizeof *rp->devs))
+    if (vt_grow(&rp->devs, cap, rp->ndevs + 1, sizeof *rp->devs, 16))
         return vt_imp_nomem(err);
     size_t d = rp->ndevs++;
     while (d && rp->devs[d - 1].device > device) {
@@ -332,7 +332,7 @@ static int add_device(vt_replay *rp, size_t *cap, int32_t device, vt_err *err)
 
 static int add_alloc(vt_replay *rp, size_t *cap, const vt_ialloc *a, vt_err *err)
 {
-    if (vt_grow(&rp->allocs, cap, rp->nallocs + 1, sizeof *rp->allocs))
+    if (vt_grow(&rp->allocs, cap, rp->nallocs + 1, sizeof *rp->allocs, 16))
         return vt_imp_nomem(err);
     rp->allocs[rp->nallocs++] = *a;
     return 0;

@@ -109,7 +109,7 @@ static int32_t frame_intern(vt_isites *s, uint8_t type, const char *a, const cha
     HASH_FIND(hh, s->frame_index, &key, sizeof key, e);
     if (e)
         return e->id;
-    if (vt_grow(&s->frames, &s->frames_cap, s->nframes + 1, sizeof *s->frames) ||
+    if (vt_grow(&s->frames, &s->frames_cap, s->nframes + 1, sizeof *s->frames, 16) ||
         !(e = calloc(1, sizeof *e)))
         return -1;
     e->key = key;
@@ -182,7 +182,7 @@ int32_t vt_isite(vt_isites *s, const int32_t *frames, size_t n)
     HASH_FIND(hh, s->site_index, frames, n * sizeof *frames, e);
     if (e)
         return e->id;
-    if (vt_grow(&s->sites, &s->sites_cap, s->nsites + 1, sizeof *s->sites) ||
+    if (vt_grow(&s->sites, &s->sites_cap, s->nsites + 1, sizeof *s->sites, 16) ||
         !(e = malloc(sizeof *e + n * sizeof *frames)))
         return -1;
     e->id = (int32_t)s->nsites;

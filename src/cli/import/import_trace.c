@@ -28,7 +28,7 @@ bool vt_json_i64(json_t *obj, const char *key, int64_t *out)
 
 int vt_trace_add_ev(vt_trace *tr, const vt_mev *ev, vt_err *err)
 {
-    if (vt_grow(&tr->ev, &tr->ev_cap, tr->nev + 1, sizeof *tr->ev))
+    if (vt_grow(&tr->ev, &tr->ev_cap, tr->nev + 1, sizeof *tr->ev, 16))
         return vt_imp_nomem(err);
     if (tr->nev >= UINT32_MAX) {
         vt_err_set(err, "%s: more than %u memory events", tr->source, UINT32_MAX);
@@ -42,7 +42,7 @@ int vt_trace_add_ev(vt_trace *tr, const vt_mev *ev, vt_err *err)
 
 int vt_trace_add_span(vt_trace *tr, const vt_span *sp, vt_err *err)
 {
-    if (vt_grow(&tr->spans, &tr->spans_cap, tr->nspans + 1, sizeof *tr->spans))
+    if (vt_grow(&tr->spans, &tr->spans_cap, tr->nspans + 1, sizeof *tr->spans, 16))
         return vt_imp_nomem(err);
     tr->spans[tr->nspans++] = *sp;
     return 0;
@@ -52,7 +52,7 @@ int vt_trace_add_block(vt_trace *tr, bool at_end, const vt_block *b, vt_err *err
 {
     vt_block **arr = at_end ? &tr->end_blocks : &tr->start_blocks;
     size_t *n = at_end ? &tr->nend : &tr->nstart, *cap = at_end ? &tr->end_cap : &tr->start_cap;
-    if (vt_grow(arr, cap, *n + 1, sizeof **arr))
+    if (vt_grow(arr, cap, *n + 1, sizeof **arr, 16))
         return vt_imp_nomem(err);
     (*arr)[(*n)++] = *b;
     return 0;
@@ -63,7 +63,7 @@ vt_devinfo *vt_trace_dev(vt_trace *tr, int32_t device, vt_err *err)
     for (size_t i = 0; i < tr->ndevs; i++)
         if (tr->devs[i].device == device)
             return &tr->devs[i];
-    if (vt_grow(&tr->devs, &tr->devs_cap, tr->ndevs + 1, sizeof *tr->devs)) {
+    if (vt_grow(&tr->devs, &tr->devs_cap, tr->ndevs + 1, sizeof *tr->devs, 16)) {
         vt_imp_nomem(err);
         return NULL;
     }
@@ -74,7 +74,7 @@ vt_devinfo *vt_trace_dev(vt_trace *tr, int32_t device, vt_err *err)
 
 int vt_trace_add_oom(vt_trace *tr, const vt_ioom *o, vt_err *err)
 {
-    if (vt_grow(&tr->ooms, &tr->ooms_cap, tr->nooms + 1, sizeof *tr->ooms))
+    if (vt_grow(&tr->ooms, &tr->ooms_cap, tr->nooms + 1, sizeof *tr->ooms, 16))
         return vt_imp_nomem(err);
     tr->ooms[tr->nooms++] = *o;
     return 0;
@@ -90,7 +90,7 @@ static int add_line(char ***arr, size_t *n, size_t *cap, vt_err *err, const char
             free(line);
             return 0;
         }
-    if (vt_grow(arr, cap, *n + 1, sizeof **arr)) {
+    if (vt_grow(arr, cap, *n + 1, sizeof **arr, 16)) {
         free(line);
         return vt_imp_nomem(err);
     }

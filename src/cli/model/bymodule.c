@@ -33,8 +33,8 @@ static size_t node_of(tree *t, const char *path, size_t len)
     size_t parent = SIZE_MAX;
     if (dot && dot > path && (parent = node_of(t, path, (size_t)(dot - path))) == SIZE_MAX)
         return SIZE_MAX;
-    if (vt_grow(&t->rows, &t->cap, t->n + 1, sizeof *t->rows) ||
-        vt_grow(&t->parent, &t->parent_cap, t->n + 1, sizeof *t->parent))
+    if (vt_grow(&t->rows, &t->cap, t->n + 1, sizeof *t->rows, 64) ||
+        vt_grow(&t->parent, &t->parent_cap, t->n + 1, sizeof *t->parent, 64))
         return SIZE_MAX;
     char *copy = strndup(path, len);
     if (!copy || !(k = malloc(sizeof *k))) {

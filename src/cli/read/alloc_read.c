@@ -256,7 +256,7 @@ static int end_label(reader *r)
         l[L_OFFSET].i < 0 || l[L_OFFSET].i > VT_MAX_BYTES || l[L_BYTES].i < 0 ||
         l[L_BYTES].i > VT_MAX_BYTES)
         return 0;
-    if (vt_grow(&r->ranges, &r->cap, r->nranges + 1, sizeof *r->ranges))
+    if (vt_grow(&r->ranges, &r->cap, r->nranges + 1, sizeof *r->ranges, 8))
         return 0;
     r->ranges[r->nranges++] = (vt_label_range){l[L_OFFSET].i, l[L_OFFSET].i + l[L_BYTES].i,
                                                vt_label_category(l[L_CATEGORY].s, l[L_CATEGORY].n)};

@@ -290,20 +290,15 @@ static int read_file(const char *path, char **out, size_t *outlen, vt_err *err)
         return -1;
     }
     /* st_size is only a hint: pipes and /proc files report 0. */
-    size_t cap = (S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 65536) + 1, len = 0;
-    char *buf = malloc(cap);
+    size_t first = (S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 65536) + 1;
+    size_t cap = 0, len = 0;
+    char *buf = NULL;
     for (;;) {
-        if (!buf) {
+        if (vt_grow(&buf, &cap, len + 2, 1, first)) { /* a byte more, and the NUL */
+            free(buf);
             close(fd);
             vt_err_set(err, "%s: out of memory reading the file", path);
             return -1;
-        }
-        if (len + 1 == cap) {
-            if (vt_grow(&buf, &cap, cap + 1, 1)) {
-                free(buf);
-                buf = NULL;
-            }
-            continue;
         }
         ssize_t r = read(fd, buf + len, cap - 1 - len);
         if (r < 0 && errno == EINTR)

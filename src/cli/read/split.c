@@ -101,7 +101,7 @@ static int syntax_error(const char *path, const char *buf, const char *at, const
 /* Appends one item to a growing array; -1 when memory runs out. */
 static int push(void **items, size_t *n, size_t *cap, size_t size, const void *item)
 {
-    if (vt_grow(items, cap, *n + 1, size))
+    if (vt_grow(items, cap, *n + 1, size, 64))
         return -1;
     memcpy((char *)*items + *n * size, item, size);
     (*n)++;

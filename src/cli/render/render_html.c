@@ -23,7 +23,7 @@ static node *child(node *n, const char *name)
     for (size_t i = 0; i < n->nkids; i++)
         if (!strcmp(n->kids[i]->name, name))
             return n->kids[i];
-    if (vt_grow(&n->kids, &n->cap, n->nkids + 1, sizeof *n->kids))
+    if (vt_grow(&n->kids, &n->cap, n->nkids + 1, sizeof *n->kids, 4))
         return NULL;
     node *c = calloc(1, sizeof *c);
     if (!c || !(c->name = strdup(name))) {

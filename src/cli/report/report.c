@@ -920,7 +920,7 @@ static int by_name(const void *a, const void *b)
 
 static int push_path(char ***paths, size_t *n, size_t *cap, char *path)
 {
-    if (vt_grow(paths, cap, *n + 1, sizeof **paths))
+    if (vt_grow(paths, cap, *n + 1, sizeof **paths, 16))
         return -1;
     (*paths)[(*n)++] = path;
     return 0;
