@@ -12,9 +12,9 @@
 
 #include "cli.h"
 #include "model/fit.h"
+#include "grow.h"
 #include "report.h"
 #include "snapshot_keys.h"
-#include "grow.h"
 
 #define DEFAULT_HEADROOM_PCT 5.0
 #define MAX_X_ARG INT64_C(1000000000000)

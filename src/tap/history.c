@@ -19,10 +19,10 @@
 #include <sys/mman.h>
 
 #include "history.h"
+#include "grow.h"
 #include "json_out.h"
 #include "mpath.h"
 #include "snapshot_keys.h"
-#include "grow.h"
 
 enum {
     PHASE_BITS = 3,

@@ -5,10 +5,10 @@
 #include <strings.h>
 
 #include "identity.h"
+#include "grow.h"
 #include "json_out.h"
 #include "vramtap.h"
 #include "snapshot_keys.h"
-#include "grow.h"
 
 /* A label attached to an allocation: [off, off + len) of it. */
 typedef struct {

@@ -16,6 +16,7 @@
 
 #include "attach.h"
 #include "copies.h"
+#include "grow.h"
 #include "history.h"
 #include "locks.h"
 #include "notice.h"
@@ -24,7 +25,6 @@
 #include "stacks.h"
 #include "unwind.h"
 #include "table.h"
-#include "grow.h"
 
 VT_HIDDEN vt_config vt_cfg;
 VT_HIDDEN VT_TLS int vt_depth;

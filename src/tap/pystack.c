@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "locks.h"
 #include "pyapi.h"
 #include "pyframes.h"
@@ -25,7 +26,6 @@
 #include "resolve.h"
 #include "snapshot_keys.h"
 #include "vramtap.h"
-#include "grow.h"
 
 static int locs_oom;
 #define HASH_NONFATAL_OOM 1

@@ -14,6 +14,7 @@
 #include "attach.h"
 #include "compact.h"
 #include "freeze.h"
+#include "grow.h"
 #include "history.h"
 #include "hostram.h"
 #include "offload.h"
@@ -32,7 +33,6 @@
 #include "snapshot_keys.h"
 #include "stacks.h"
 #include "table.h"
-#include "grow.h"
 
 #define INTERIM_AT_ONCE 3
 

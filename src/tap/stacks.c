@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "json_out.h"
 #include "locks.h"
 #include "modules.h"
@@ -10,7 +11,6 @@
 #include "symbols.h"
 #include "table.h"
 #include "unwind.h"
-#include "grow.h"
 
 /* An interned stack: native return addresses, then Python (code id << 32 | line) entries,
  * innermost first, then the module of each native frame. The frames are the hash key. */

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "attach.h"
+#include "grow.h"
 #include "identity.h"
 #include "locks.h"
 #include "mpath.h"
@@ -23,7 +24,6 @@
 #include "history.h"
 #include "peak.h"
 #include "table.h"
-#include "grow.h"
 
 static inline uint64_t addr_mix(uint64_t a)
 {

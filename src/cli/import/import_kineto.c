@@ -13,9 +13,9 @@
 
 #include <uthash.h>
 
+#include "grow.h"
 #include "import.h"
 #include "import_jsonstream.h"
-#include "grow.h"
 
 #define MAX_FRAMES 64
 #define MODULE_PREFIX "nn.Module: "

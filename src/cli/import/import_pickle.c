@@ -13,9 +13,9 @@
 
 #include <jansson.h>
 
+#include "grow.h"
 #include "paths.h"
 #include "import.h"
-#include "grow.h"
 
 extern char **environ;
 

@@ -19,8 +19,8 @@
 
 #include <uthash.h>
 
-#include "import.h"
 #include "grow.h"
+#include "import.h"
 
 enum { LABEL_NONE, LABEL_FORWARD, LABEL_BACKWARD, LABEL_OPTIMIZER, LABEL_ZERO_GRAD };
 

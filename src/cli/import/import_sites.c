@@ -6,8 +6,8 @@
 
 #include <uthash.h>
 
-#include "import.h"
 #include "grow.h"
+#include "import.h"
 
 struct vt_str_ent {
     UT_hash_handle hh;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "import.h"
 #include "grow.h"
+#include "import.h"
 
 int vt_imp_nomem(vt_err *err)
 {

@@ -12,12 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "snapshot.h"
 #include "alloc_read.h"
 #include "compact_read.h"
 #include "split.h"
 #include "snapshot_keys.h"
-#include "grow.h"
 
 #define MAX_PID INT32_MAX
 #define MAX_WORLD (1 << 20) /* processes in a job: the report lists the ranks missing */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pictures.h"
 #include "grow.h"
+#include "pictures.h"
 
 extern const char vt_asset_js[], vt_asset_js_sha256[], vt_asset_css[], vt_asset_css_sha256[];
 

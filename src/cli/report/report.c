@@ -11,12 +11,12 @@
 
 #include "cli.h"
 #include "copies.h"
+#include "grow.h"
 #include "offload.h"
 #include "record.h"
 #include "theory.h"
 #include "report.h"
 #include "snapshot_keys.h"
-#include "grow.h"
 
 #define BAR_WIDTH 20
 
