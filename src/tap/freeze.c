@@ -9,15 +9,10 @@
 /* A live record (of the arena) or a dead one the peak keeps, as the file shows it. */
 static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead)
 {
-    if (fz->nrecs == fz->caprecs)
+    if (!vt_copied_add_locked(&fz->out, r, dead ? dead->address : vt_rec_address(r)))
         return 0;
-    if (!vt_identity_freeze_rec_locked(fz->identity, r)) {
-        vt_identity_thaw(fz->identity); /* out of memory: a file without labels */
-        fz->identity = NULL;
-    }
-    frozen_rec *f = &fz->recs[fz->nrecs++];
-    vt_rec_freeze(f, r, dead ? dead->address : vt_rec_address(r));
     if (dead) {
+        frozen_rec *f = &fz->out.recs[fz->out.n - 1];
         f->death = dead->death;
         f->dead = 1;
     }
@@ -38,10 +33,10 @@ static const vt_dead *dead_at(int device, uint32_t i)
 }
 
 /* Exit: the live set at each device's peak. Post-mortem: what is live on the failing device.
- * Called with the state lock held; returns 0 when the records did not fit in fz->caprecs. */
+ * Called with the state lock held; returns 0 when the records did not fit in fz->out.cap. */
 static int freeze_records(frozen *fz, const vt_oom *oom)
 {
-    fz->nrecs = 0;
+    fz->out.n = 0;
     for (uint32_t i = 0, end = vt_arena_end(); i < end; i++) {
         const vt_rec *r = device_rec(i);
         if (r && (oom ? vt_rec_device(r) == oom->device : vt_peak_holds(r)) &&
@@ -71,29 +66,29 @@ static size_t records_bound(void)
  * not a page fault per record. */
 static int reserve(frozen *fz, size_t nrecs, size_t nspans, size_t nhistory, size_t nstubs)
 {
-    free(fz->recs);
+    free(fz->out.recs);
     free(fz->spans);
     vt_history_copy_free(fz->history);
     fz->history = vt_history_copy_new(nhistory, nstubs);
-    fz->caprecs = nrecs + nrecs / 8 + 64;
-    fz->recs = malloc(fz->caprecs * sizeof *fz->recs);
+    fz->out.cap = nrecs + nrecs / 8 + 64;
+    fz->out.recs = malloc(fz->out.cap * sizeof *fz->out.recs);
     fz->spans = malloc((nspans + 8) * sizeof *fz->spans);
     fz->dev = fz->dev ? fz->dev : malloc(VT_MAX_DEVICES * sizeof *fz->dev);
     fz->ordinal = fz->ordinal ? fz->ordinal : malloc(VT_MAX_DEVICES * sizeof *fz->ordinal);
-    if (!fz->recs || !fz->spans || !fz->dev || !fz->ordinal)
+    if (!fz->out.recs || !fz->spans || !fz->dev || !fz->ordinal)
         return -1;
-    memset(fz->recs, 0, fz->caprecs * sizeof *fz->recs);
+    memset(fz->out.recs, 0, fz->out.cap * sizeof *fz->out.recs);
     return 0;
 }
 
 void vt_thaw(frozen *fz)
 {
     vt_history_copy_free(fz->history);
-    vt_identity_thaw(fz->identity);
+    vt_identity_thaw(fz->out.labels);
     free(fz->record);
     free(fz->copies);
     free(fz->pinned);
-    free(fz->recs);
+    free(fz->out.recs);
     free(fz->spans);
     free(fz->dev);
     free(fz->ordinal);
@@ -107,8 +102,8 @@ static int freeze_books_locked(frozen *fz, size_t capspans)
     if (vt_state.nspans > capspans || (fz->history && !vt_history_freeze_begin_locked(fz->history)))
         return 0;
     /* labels of the records copied from here on, and the loose ranges as of now */
-    vt_identity_thaw(fz->identity);
-    fz->identity = vt_identity_freeze_locked();
+    vt_identity_thaw(fz->out.labels);
+    fz->out.labels = vt_identity_freeze_locked();
     free(fz->record);
     fz->record = vt_record_freeze_locked();
     free(fz->copies);
@@ -201,17 +196,19 @@ static int copy_as_of(frozen *fz, const moment *m, const vt_rec *r, const vt_dea
     if (!freeze_rec(fz, r, dead))
         return 0;
     if (dead && dead->death.seq > m->seq) {
-        frozen_rec *f = &fz->recs[fz->nrecs - 1];
+        frozen_rec *f = &fz->out.recs[fz->out.n - 1];
         f->dead = 0;
         memset(&f->death, 0, sizeof f->death);
     }
     return 1;
 }
 
-/* One step, lock held: 1 more to do, 0 done, -1 start again, -2 out of room. */
-static int step_locked(frozen *fz, moment *m)
+/* One step, lock held: 1 more to do, 0 done, -1 start again, -2 out of room. A post-mortem's
+ * (oom) takes the records live on its device; those that die before it reaches them are added
+ * as they die (vt_copy_sink), and a peak that moves meanwhile does not matter to it. */
+static int step_locked(frozen *fz, moment *m, const vt_oom *oom)
 {
-    if (!still_valid(m))
+    if (!oom && !still_valid(m))
         return -1;
     int budget = STEP_RECORDS;
     for (uint32_t end = vt_arena_end(); m->next < end; m->next++) {
@@ -220,12 +217,15 @@ static int step_locked(frozen *fz, moment *m)
             return 1;
         }
         const vt_rec *r = device_rec(m->next);
-        if (!r || vt_rec_seq(r) > m->seq || vt_rec_seq(r) > m->peak_seq[vt_rec_device(r)])
+        if (!r || vt_rec_seq(r) > m->seq ||
+            (oom ? vt_rec_device(r) != oom->device : vt_rec_seq(r) > m->peak_seq[vt_rec_device(r)]))
             continue;
         if (!copy_as_of(fz, m, r, NULL))
             return -2;
     }
     vt_state.freeze_below = UINT32_MAX;
+    if (oom)
+        return fz->out.full ? -2 : 0;
     for (; m->device < VT_MAX_DEVICES; m->device++, m->next_dead = 0) {
         for (; m->next_dead < vt_state.dev[m->device].dead.n; m->next_dead++) {
             if (budget-- <= 0)
@@ -269,7 +269,7 @@ static void pass_counted(holds *h)
 
 /* 1 done; 0 not done this way (another copy in steps is under way, or the peak kept moving);
  * -1 out of room. With VRAMTAP_DEBUG, says how long it held the lock at most. */
-static int freeze_in_steps(frozen *fz, size_t capspans)
+static int freeze_in_steps(frozen *fz, const vt_oom *oom, size_t capspans)
 {
     vt_lock();
     int busy = vt_state.freezing;
@@ -280,7 +280,8 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
     int rc = 0;
     for (int attempt = 0; attempt < 3 && rc == 0; attempt++) {
         moment m = {0};
-        fz->nrecs = 0;
+        fz->out.n = 0;
+        fz->out.full = 0;
         vt_lock();
         holds h = {.from = thread_cpu_ns()};
         if (!freeze_books_locked(fz, capspans)) {
@@ -294,12 +295,15 @@ static int freeze_in_steps(frozen *fz, size_t capspans)
         vt_state.freeze_below = 0;
         for (int d = 0; d < VT_MAX_DEVICES; d++)
             m.peak_seq[d] = vt_state.dev[d].peak_seq;
+        vt_copy_sink sink = {&fz->out, m.seq, oom ? oom->device : -1};
+        vt_state.sink = oom ? &sink : NULL;
         int more;
         while ((more = history_step_locked(fz, STEP_UNITS)) == 1)
             pass_counted(&h);
         if (more == 0)
-            while ((more = step_locked(fz, &m)) == 1)
+            while ((more = step_locked(fz, &m, oom)) == 1)
                 pass_counted(&h);
+        vt_state.sink = NULL;
         history_end_locked(fz);
         hold_ends(&h);
         vt_unlock();
@@ -323,13 +327,13 @@ int vt_freeze(frozen *fz, const vt_oom *oom, int may_skip)
         vt_unlock();
         if (reserve(fz, nrecs, nspans, nhistory, nstubs))
             return -1;
-        int steps = oom ? 0 : freeze_in_steps(fz, nspans + 8);
+        int steps = freeze_in_steps(fz, oom, nspans + 8);
         if (steps == 0 && may_skip)
             return 1;
         if (steps == 0)
             vt_debug("copying the books at once%s", oom ? " (a post-mortem)" : "");
         if (steps == 1 || (steps == 0 && freeze_at_once(fz, oom, nspans + 8))) {
-            vt_identity_frozen_ready(fz->identity);
+            vt_identity_frozen_ready(fz->out.labels);
             return 0;
         }
     }

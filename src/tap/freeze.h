@@ -29,10 +29,8 @@ typedef struct {
     uint32_t folded_first_step, folded_last_step;
     vt_oom ooms[VT_MAX_OOMS];
     int nooms;
-    frozen_rec *recs;
-    size_t nrecs, caprecs;
-    vt_history_copy *history;     /* NULL: no room for it, the file goes without */
-    vt_identity_frozen *identity; /* labels of the records and loose ranges; NULL: none */
+    vt_copied out;            /* the allocations listed, and their labels */
+    vt_history_copy *history; /* NULL: no room for it, the file goes without */
     vt_record_frozen *record;
     vt_copies_frozen *copies; /* NULL: no room for it */
     vt_pinned_range *pinned;  /* the pinned ranges, sorted */

@@ -181,21 +181,22 @@ static double history_seconds(void *ctx, uint64_t ticks)
  * the records come in the books' order), else sorted. */
 static void write_history(FILE *f, const frozen *fz, records *o)
 {
-    size_t n = fz->nrecs;
+    size_t n = fz->out.n;
     vt_history_listed l = {.nids = n, .lo = UINT64_MAX};
     for (size_t i = 0; i < n; i++) {
-        l.lo = fz->recs[i].id < l.lo ? fz->recs[i].id : l.lo;
-        l.hi = fz->recs[i].id > l.hi ? fz->recs[i].id : l.hi;
+        l.lo = fz->out.recs[i].id < l.lo ? fz->out.recs[i].id : l.lo;
+        l.hi = fz->out.recs[i].id > l.hi ? fz->out.recs[i].id : l.hi;
     }
     uint64_t *bits = NULL, *ids = NULL;
     if (n && (l.hi - l.lo) / 64 < n) {
         bits = calloc((l.hi - l.lo) / 64 + 1, sizeof *bits);
         for (size_t i = 0; bits && i < n; i++)
-            bits[(fz->recs[i].id - l.lo) >> 6] |= UINT64_C(1) << ((fz->recs[i].id - l.lo) & 63);
+            bits[(fz->out.recs[i].id - l.lo) >> 6] |= UINT64_C(1)
+                                                      << ((fz->out.recs[i].id - l.lo) & 63);
     } else if (n) {
         ids = malloc(n * sizeof *ids);
         for (size_t i = 0; ids && i < n; i++)
-            ids[i] = fz->recs[i].id;
+            ids[i] = fz->out.recs[i].id;
         if (ids)
             qsort(ids, n, sizeof *ids, id_order);
     }
@@ -524,11 +525,11 @@ static int write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen 
             (unsigned long long)fz->host_live, (unsigned long long)fz->host_allocs);
     vt_hostram_write_json(f, &fz->ram, secs(fz->ram.time), &fz->workers);
     vt_copies_write(f, fz->copies, copy_site, &sm);
-    vt_offload_write(f, fz->pinned, fz->npinned, fz->identity);
+    vt_offload_write(f, fz->pinned, fz->npinned, fz->out.labels);
     records o = {.sm = &sm, .npaths = vt_mpath_count()};
-    for (size_t i = 0; i < fz->nrecs; i++)
-        put_rec(&o, &o.allocs, &fz->recs[i], fz->identity);
-    vt_identity_write_summary(f, fz->identity);
+    for (size_t i = 0; i < fz->out.n; i++)
+        put_rec(&o, &o.allocs, &fz->out.recs[i], fz->out.labels);
+    vt_identity_write_summary(f, fz->out.labels);
     vt_record_write(f, fz->record);
     write_timeline(f, fz);
     write_ooms(f, fz, &sm);

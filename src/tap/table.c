@@ -577,6 +577,30 @@ static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, con
     return flags;
 }
 
+int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address)
+{
+    if (c->n == c->cap) {
+        c->full = 1;
+        return 0;
+    }
+    if (!vt_identity_freeze_rec_locked(c->labels, r)) {
+        vt_identity_thaw(c->labels); /* out of memory: a file without labels */
+        c->labels = NULL;
+    }
+    vt_rec_freeze(&c->recs[c->n++], r, address);
+    return 1;
+}
+
+/* Record `rec` (index + 1) dies while a copy in steps runs: one for a post-mortem that has not
+ * reached it takes it now, as it was at the failure. */
+static void freezing_free(uint32_t rec, const vt_rec *r)
+{
+    const vt_copy_sink *s = vt_state.sink;
+    if (s && rec - 1 >= vt_state.freeze_below && vt_rec_seq(r) <= s->seq &&
+        vt_rec_device(r) == s->device)
+        vt_copied_add_locked(s->to, r, vt_rec_address(r));
+}
+
 /* Record `rec` (index + 1), out of its table, leaves the live set at clock reading `now`: the
  * peak keeps a copy if it was live then; the record is recycled. */
 static inline __attribute__((always_inline)) void account_free(uint32_t rec, uint64_t now)
@@ -587,8 +611,11 @@ static inline __attribute__((always_inline)) void account_free(uint32_t rec, uin
     vt_state.c.frees++;
     vt_mark death = vt_mark_at_locked(now);
     vt_history_free_locked(r, &death);
-    uint32_t copied =
-        vt_state.freezing && rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
+    uint32_t copied = 0;
+    if (vt_state.freezing) {
+        copied = rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
+        freezing_free(rec, r);
+    }
     rec_free(rec - 1, vt_peak_note_free(d, r, &death, copied));
 }
 

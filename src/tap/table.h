@@ -271,6 +271,26 @@ static inline void vt_rec_freeze(frozen_rec *f, const vt_rec *r, uintptr_t addre
     f->dead = 0;
 }
 
+struct vt_identity_frozen;
+/* The allocations a copy for a file lists (freeze.h), as the file shows them, with their labels
+ * and the loose ranges (identity.h; NULL: none, or dropped when memory ran out). */
+typedef struct {
+    frozen_rec *recs;
+    size_t n, cap;
+    struct vt_identity_frozen *labels;
+    int full; /* an allocation did not fit in cap */
+} vt_copied;
+/* Adds r, at `address`, as the file shows it alive, and its labels (lock held); 0 when full. */
+VT_HIDDEN int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address);
+
+/* A post-mortem copied in steps shows the moment of the failure: the allocations on `device`
+ * born by `seq` that die before the copy reaches their records are added to `to` as they die. */
+typedef struct {
+    vt_copied *to;
+    uint64_t seq;
+    int device;
+} vt_copy_sink;
+
 /* A chunked array: elements never move, chunks are added as it grows and kept when it
  * shrinks (table.c). */
 typedef struct {
@@ -406,12 +426,13 @@ typedef struct {
     uint32_t step, instance;
     uint64_t last_time; /* the latest time stamped (vt_time_locked) */
     vt_counters c;
-    int markers;           /* any phase ever opened */
-    uint32_t freeze_gen;   /* the number of the latest */
-    uint32_t freeze_below; /* while it runs: the records of the arena below this index that it
-                              holds already */
-    vt_span open;          /* the phase instance in progress (valid while phase is in-phase) */
-    struct vt_vmap *vmaps; /* VMM mappings by address */
+    int markers;              /* any phase ever opened */
+    uint32_t freeze_gen;      /* the number of the latest */
+    uint32_t freeze_below;    /* while it runs: the records of the arena below this index that it
+                                 holds already */
+    const vt_copy_sink *sink; /* while it runs for a post-mortem, else NULL */
+    vt_span open;             /* the phase instance in progress (valid while phase is in-phase) */
+    struct vt_vmap *vmaps;    /* VMM mappings by address */
     vt_device dev[VT_MAX_DEVICES];
     struct {
         uint64_t live, peak, allocs;
