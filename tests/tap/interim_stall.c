@@ -6,8 +6,9 @@
  * about 1% is usual). scripts/bench reports the same figure.
  * With "-" for the library: no thread dlopens, and the allocating thread allocates and frees
  * without a pause, as a training loop's does: every hold of the lock by the writer is one it
- * waits for.
- * usage: tap_interim_stall CTOR_LIB|- [LIVE]; prints the counts the snapshot must show. */
+ * waits for. With "oom": the same, and the file written is a post-mortem, of an allocation made
+ * to fail, in place of the interim file.
+ * usage: tap_interim_stall CTOR_LIB|-|oom [LIVE]; prints the counts the snapshot must show. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -79,7 +80,8 @@ int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3)
         return 2;
-    lib = strcmp(argv[1], "-") ? argv[1] : NULL;
+    int oom = !strcmp(argv[1], "oom");
+    lib = strcmp(argv[1], "-") && !oom ? argv[1] : NULL;
     long live = argc == 3 ? atol(argv[2]) : 1000000;
     for (long i = 0; i < live; i++) {
         void *p;
@@ -98,7 +100,11 @@ int main(int argc, char **argv)
     while (!atomic_load(&started))
         sched_yield();
     double t0 = check_now();
-    vramtap_step_mark(); /* the peak rose: an interim snapshot, written now on this thread */
+    void *p;
+    if (oom) /* a post-mortem, written now on this thread */
+        CHECK_EQ_INT(cudaMalloc(&p, (size_t)1 << 45), cudaErrorMemoryAllocation);
+    else /* the peak rose: an interim snapshot, written now on this thread */
+        vramtap_step_mark();
     double write = check_now() - t0;
     atomic_store(&writing, 0);
     for (int t = 0; t < nth; t++) {

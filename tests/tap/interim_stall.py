@@ -1,11 +1,12 @@
 """Runs tap_interim_stall (see interim_stall.c) under the library, with a thread that dlopens
 beside the one that allocates and, in a plain build, again with one that allocates without a
-pause: each must finish, its own checks must pass (among them its longest wait), the copy's
-longest hold of the lock (VRAMTAP_DEBUG) must be short, and the snapshot's counters must be the
-program's counts. The interim file is copied in steps, never
-with the lock held for the whole peak set (VRAMTAP_DEBUG says which): it is written, or put off
-when the peak moved during the copy, and the exit file is written; only the head of the exit
-file, where the counters are, is read: the file lists a million allocations.
+pause, and once more so with a post-mortem written in place of the interim file: each must
+finish, its own checks must pass (among them its longest wait), the copy's longest hold of the
+lock (VRAMTAP_DEBUG) must be short, and the snapshot's counters must be the program's counts.
+The file is copied in steps, never with the lock held for the whole peak set or live set
+(VRAMTAP_DEBUG says which): the interim file is written, or put off when the peak moved during
+the copy, the post-mortem written, and the exit file is written; only the head of the exit file,
+where the counters are, is read: the file lists a million allocations.
 
 usage: interim_stall.py PROGRAM CTOR_LIB
 
@@ -42,13 +43,16 @@ def run(what):
                            timeout=1200)
     except subprocess.TimeoutExpired:
         sys.exit("FAIL: did not finish in 1200 s (deadlock)")
-    label = "no pause" if what == "-" else "dlopen"
+    label = {"-": "no pause", "oom": "post-mortem"}.get(what, "dlopen")
     print("%s: %s" % (label, " ".join(l for l in p.stderr.splitlines() if l.startswith("write "))))
     if p.returncode != 0:
         failures.append("%s: exit %d\n%s" % (label, p.returncode, p.stderr[-3000:]))
         return
     want = dict((k, int(v)) for k, v in (l.split() for l in p.stdout.splitlines()))
-    snaps = glob.glob(os.path.join(out, "vramtap.*.json"))
+    snaps = [s for s in glob.glob(os.path.join(out, "vramtap.*.json")) if ".oom" not in s]
+    posts = glob.glob(os.path.join(out, "vramtap.*.oom1.json"))
+    if len(posts) != (what == "oom"):
+        failures.append("%s: post-mortems %s" % (label, posts))
     lines = p.stderr.splitlines()
     wrote = [l for l in lines if re.search(r"vramtap: wrote .*\.json$", l)]
     put_off = [l for l in lines if "interim snapshot put off" in l]
@@ -84,6 +88,7 @@ run(lib)
 # not checked (interim_stall.c), and the run would only take time.
 if not sanitized:
     run("-")
+    run("oom")
 for f in failures:
     print("FAIL:", f)
 if not failures:  # a million allocations' files: kept only to look into a failure
