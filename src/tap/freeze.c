@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -295,7 +296,7 @@ static int freeze_in_steps(frozen *fz, const vt_oom *oom, size_t capspans)
         vt_state.freeze_below = 0;
         for (int d = 0; d < VT_MAX_DEVICES; d++)
             m.peak_seq[d] = vt_state.dev[d].peak_seq;
-        vt_copy_sink sink = {&fz->out, m.seq, oom ? oom->device : -1};
+        vt_copy_sink sink = {&fz->out, m.seq, oom ? oom->device : -1, 0};
         vt_state.sink = oom ? &sink : NULL;
         int more;
         while ((more = history_step_locked(fz, STEP_UNITS)) == 1)
@@ -308,8 +309,12 @@ static int freeze_in_steps(frozen *fz, const vt_oom *oom, size_t capspans)
         hold_ends(&h);
         vt_unlock();
         rc = more == 0 ? 1 : more == -2 ? -1 : 0;
-        vt_debug("a copy of the books in %d holds of the lock, the longest %.3f ms of CPU time%s",
-                 h.n, (double)h.longest / 1e6,
+        char what[96] = "";
+        if (oom)
+            snprintf(what, sizeof what, " (a post-mortem: %llu allocations added as they died)",
+                     (unsigned long long)sink.added);
+        vt_debug("a copy of the books in %d holds of the lock, the longest %.3f ms of CPU time%s%s",
+                 h.n, (double)h.longest / 1e6, what,
                  rc == 1 ? "" : ": not done (begun again or put off)");
     }
     vt_lock();

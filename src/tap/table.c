@@ -595,10 +595,10 @@ int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address)
  * reached it takes it now, as it was at the failure. */
 static void freezing_free(uint32_t rec, const vt_rec *r)
 {
-    const vt_copy_sink *s = vt_state.sink;
+    vt_copy_sink *s = vt_state.sink;
     if (s && rec - 1 >= vt_state.freeze_below && vt_rec_seq(r) <= s->seq &&
         vt_rec_device(r) == s->device)
-        vt_copied_add_locked(s->to, r, vt_rec_address(r));
+        s->added += vt_copied_add_locked(s->to, r, vt_rec_address(r));
 }
 
 /* Record `rec` (index + 1), out of its table, leaves the live set at clock reading `now`: the

@@ -289,6 +289,7 @@ typedef struct {
     vt_copied *to;
     uint64_t seq;
     int device;
+    uint64_t added; /* how many */
 } vt_copy_sink;
 
 /* A chunked array: elements never move, chunks are added as it grows and kept when it
@@ -426,13 +427,13 @@ typedef struct {
     uint32_t step, instance;
     uint64_t last_time; /* the latest time stamped (vt_time_locked) */
     vt_counters c;
-    int markers;              /* any phase ever opened */
-    uint32_t freeze_gen;      /* the number of the latest */
-    uint32_t freeze_below;    /* while it runs: the records of the arena below this index that it
-                                 holds already */
-    const vt_copy_sink *sink; /* while it runs for a post-mortem, else NULL */
-    vt_span open;             /* the phase instance in progress (valid while phase is in-phase) */
-    struct vt_vmap *vmaps;    /* VMM mappings by address */
+    int markers;           /* any phase ever opened */
+    uint32_t freeze_gen;   /* the number of the latest */
+    uint32_t freeze_below; /* while it runs: the records of the arena below this index that it
+                              holds already */
+    vt_copy_sink *sink;    /* while it runs for a post-mortem, else NULL */
+    vt_span open;          /* the phase instance in progress (valid while phase is in-phase) */
+    struct vt_vmap *vmaps; /* VMM mappings by address */
     vt_device dev[VT_MAX_DEVICES];
     struct {
         uint64_t live, peak, allocs;

@@ -1,9 +1,9 @@
 /* A post-mortem of LIVE allocations, copied in steps while another thread frees them, the last
- * made first, one every 2 µs: the copy reaches records from the first made, so the frees land
+ * made first, one every GAP µs: the copy reaches records from the first made, so the frees land
  * on records it has not reached yet, and the file must still list everything live at the
  * failure. Prints what oom_steps.py compares with the file: how many were made, and how many
  * the thread had freed when the failing call began and when it returned.
- * usage: tap_oom_steps [LIVE] */
+ * usage: tap_oom_steps [LIVE [GAP]] */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <sched.h>
@@ -14,6 +14,7 @@
 
 static void **ptrs;
 static long live = 200000;
+static double gap = 2e-6;
 static atomic_long freed;
 static atomic_int running = 1;
 
@@ -24,7 +25,7 @@ static void *freer(void *arg)
         if (cudaFree(ptrs[i]) != cudaSuccess)
             return (void *)1;
         atomic_fetch_add(&freed, 1);
-        for (double t0 = check_now(); check_now() - t0 < 2e-6;)
+        for (double t0 = check_now(); check_now() - t0 < gap;)
             ;
     }
     return NULL;
@@ -34,6 +35,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         live = atol(argv[1]);
+    if (argc > 2)
+        gap = atof(argv[2]) * 1e-6;
     ptrs = calloc((size_t)live, sizeof *ptrs);
     if (!ptrs || live < 1000)
         return 2;
