@@ -8,7 +8,8 @@
  * often in the middle of the copy in steps. The program copies the interim file aside and prints
  * each of those allocations: "A ADDRESS SIZE FREED"; then "FREED N", "FAILED 1" when the
  * allocation meant to fail did while the interim file was written, and "WAITS N", the frees
- * that waited for the lock.
+ * that waited for the lock; first "INTERIM 0" when there was no interim file to copy: put off,
+ * because the post-mortem's copy in steps was under way when the step mark came.
  *
  * usage: tap_interim_history PEAK_ALLOCS LATE_ALLOCS */
 #include <cuda_runtime_api.h>
@@ -127,7 +128,7 @@ int main(int argc, char **argv)
         pthread_join(th[t], &rc);
         CHECK(rc == NULL);
     }
-    CHECK_EQ_INT(copy_snapshot(), 0);
+    printf("INTERIM %d\n", copy_snapshot() == 0);
     for (long i = 0; i < nlate; i++)
         printf("A 0x%" PRIxPTR " %zu %d\n", (uintptr_t)late[i], 512 * (size_t)(1 + i % 4),
                freed[i]);
