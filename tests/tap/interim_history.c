@@ -2,16 +2,17 @@
  * allocations that die while the copy runs. The peak is reached first, then half of it freed;
  * the allocations made after that (not in the peak set: the file has them from the history
  * alone, their address and the rest from their records) are freed by another thread, last first
- * (where the copy, which starts at the oldest events, comes last), one every 5 microseconds from
- * just before the step mark that writes the interim file until the write is done; a third
- * thread makes an allocation fail meanwhile, whose post-mortem copies the books at once, most
+ * (where the copy, which starts at the oldest events, comes last), one every GAP microseconds
+ * (5) from just before the step mark that writes the interim file until the write is done; a
+ * third thread makes an allocation fail meanwhile (at the NTH free that waited for the lock, 2,
+ * or after WAIT milliseconds, 3), whose post-mortem copies the books at once, most
  * often in the middle of the copy in steps. The program copies the interim file aside and prints
  * each of those allocations: "A ADDRESS SIZE FREED"; then "FREED N", "FAILED 1" when the
  * allocation meant to fail did while the interim file was written, and "WAITS N", the frees
  * that waited for the lock; first "INTERIM 0" when there was no interim file to copy: put off,
  * because the post-mortem's copy in steps was under way when the step mark came.
  *
- * usage: tap_interim_history PEAK_ALLOCS LATE_ALLOCS */
+ * usage: tap_interim_history PEAK_ALLOCS LATE_ALLOCS [GAP [WAIT [NTH]]] */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -32,10 +33,13 @@ static atomic_int fail_now;
 static long waits; /* frees that waited for the lock: the copy held it */
 static int failed; /* the allocation meant to fail did, while the interim file was written */
 static atomic_int go, writing = 1;
+static double gap = 5e-6, wait = 3e-3;
+static long nth = 2;
 
-/* Frees one every 5 microseconds: some before the copy begins, some while it runs. The first
- * free that waited for the lock (the copy holds it), or else 3 ms, starts the failing
- * allocation. */
+/* Frees one every `gap`: some before the copy begins, some while it runs. The nth free that
+ * waited for the lock (10 gaps or more: the first may have waited for the step mark's own hold,
+ * and under a sanitizer the next few for the copy's preparations), or else `wait`, starts the
+ * failing allocation. */
 static void *freer(void *arg)
 {
     (void)arg;
@@ -45,12 +49,12 @@ static void *freer(void *arg)
         double t0 = check_now();
         if (cudaFree(late[i]) != cudaSuccess)
             return (void *)1;
-        if (i < nlate - 1 && check_now() - t0 > 50e-6 &&
-            ++waits == 1) /* the first interned its stack */
+        if (i < nlate - 1 && check_now() - t0 > 10 * gap &&
+            ++waits == nth) /* the first interned its stack */
             atomic_store(&fail_now, 1);
         freed[i] = 1;
         nfreed++;
-        for (double until = check_now() + 5e-6; check_now() < until;)
+        for (double until = check_now() + gap; check_now() < until;)
             ;
     }
     return NULL;
@@ -64,7 +68,7 @@ static void *failer(void *arg)
     (void)arg;
     while (!atomic_load(&go))
         ;
-    for (double until = check_now() + 3e-3; !atomic_load(&fail_now) && check_now() < until;)
+    for (double until = check_now() + wait; !atomic_load(&fail_now) && check_now() < until;)
         ;
     void *q;
     failed = atomic_load(&writing) && cudaMalloc(&q, (size_t)1 << 50) == cudaErrorMemoryAllocation;
@@ -103,8 +107,14 @@ static int copy_snapshot(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3)
+    if (argc < 3 || argc > 6)
         return 2;
+    if (argc > 3)
+        gap = atof(argv[3]) * 1e-6;
+    if (argc > 4)
+        wait = atof(argv[4]) * 1e-3;
+    if (argc > 5)
+        nth = atol(argv[5]);
     long npeak = atol(argv[1]);
     nlate = atol(argv[2]);
     void **peak = calloc((size_t)npeak, sizeof *peak);
