@@ -12,10 +12,11 @@ usage: interim_history.py PROGRAM"""
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from runs import finish, until_tested
 
 PEAK, LATE = 100000, 40000
 # Under ThreadSanitizer the step mark takes so long to begin its copy that frees 5 µs apart are
@@ -25,7 +26,6 @@ GAP_US, WAIT_MS, NTH = ((50, 1000, 10) if "thread" in os.environ.get("VT_SANITIZ
                         else (5, 3, 2))
 
 prog = sys.argv[1]
-RUNS = 5
 failures = []
 outs = []
 
@@ -105,16 +105,6 @@ def run():
 
 
 # Every run's files must be right; one run at least must have tested both things.
-for _ in range(RUNS):
-    if run() or failures:
-        break
-else:
-    failures.append("in %d runs, none had both allocations freed while the copy ran and a "
-                    "post-mortem in the middle of it: nothing was tested (a loaded machine?)"
-                    % RUNS)
-for f in failures:
-    print("FAIL:", f)
-if not failures:
-    for out in outs:
-        shutil.rmtree(out, ignore_errors=True)
-sys.exit(1 if failures else 0)
+until_tested(run, failures, "none had both allocations freed while the copy ran and a "
+             "post-mortem in the middle of it")
+finish(failures, outs)

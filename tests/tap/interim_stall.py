@@ -16,10 +16,11 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from runs import finish
 
 prog, lib = sys.argv[1:]
 sanitized = os.environ.get("VT_SANITIZE", "none") != "none"
@@ -89,9 +90,4 @@ run(lib)
 if not sanitized:
     run("-")
     run("oom")
-for f in failures:
-    print("FAIL:", f)
-if not failures:  # a million allocations' files: kept only to look into a failure
-    for out in outs:
-        shutil.rmtree(out, ignore_errors=True)
-sys.exit(1 if failures else 0)
+finish(failures, outs)  # a million allocations' files: kept only to look into a failure

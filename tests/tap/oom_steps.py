@@ -13,14 +13,14 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
+from runs import finish, until_tested
+
 prog = sys.argv[1]
 live, gap = (20000, 20) if "thread" in os.environ.get("VT_SANITIZE", "") else (200000, 2)
-RUNS = 5
 failures = []
 outs = []
 
@@ -77,15 +77,5 @@ def run():
 
 # Every run's file must be right; one run at least must have had frees land ahead of the copy
 # (on two busy cores the freeing thread may not run at all while the copy does).
-for _ in range(RUNS):
-    if run() or failures:
-        break
-else:
-    failures.append("in %d runs the copy took no allocation as it died: nothing was tested (a "
-                    "loaded machine?)" % RUNS)
-for f in failures:
-    print("FAIL:", f)
-if not failures:
-    for out in outs:
-        shutil.rmtree(out, ignore_errors=True)
-sys.exit(1 if failures else 0)
+until_tested(run, failures, "the copy took no allocation as it died")
+finish(failures, outs)

@@ -1,0 +1,25 @@
+"""What the tests here that run a program under the library and read its files share: runs
+repeated while the threads' timing left them testing nothing, and the end of a test (its
+failures said, its folders removed when it passed, kept to look into when it failed)."""
+import shutil
+import sys
+
+
+def until_tested(run, failures, untested, runs=5):
+    """Calls run() until it returns true (that run tested what the test is for) or a run added
+    to failures, at most `runs` times; if none tested anything, says so with `untested` (what no
+    run had)."""
+    for _ in range(runs):
+        if run() or failures:
+            return
+    failures.append("in %d runs %s: nothing was tested (a loaded machine?)" % (runs, untested))
+
+
+def finish(failures, outs):
+    """Prints the failures and exits 1, or removes the folders `outs` and exits 0."""
+    for f in failures:
+        print("FAIL:", f)
+    if not failures:
+        for out in outs:
+            shutil.rmtree(out, ignore_errors=True)
+    sys.exit(1 if failures else 0)
