@@ -24,13 +24,20 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t size, CUmemoryPool 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s);
 CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice *d);
 
-/* 1 when this call is to be recorded: the outermost wrapped call on the thread. */
-static int recording(int outer)
+/* A call made inside another wrapped call on this thread (the runtime's own, into the driver)
+ * is the same logical allocation: it is passed on at once, counted as nested, a tail call with
+ * no frame of its own. What follows in a wrapper is the outermost call's. */
+#define PASS_NESTED(...)                                                                           \
+    do {                                                                                           \
+        if (vt_depth) {                                                                            \
+            vt_nested_pending++;                                                                   \
+            return real(__VA_ARGS__);                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* 1 when this outermost call is to be recorded. */
+static int recording(void)
 {
-    if (!outer) {
-        vt_nested_pending++;
-        return 0;
-    }
     return !vt_cfg.disabled;
 }
 
@@ -45,10 +52,11 @@ static void note(CUresult rc, vt_api api, vt_kind kind, int device, CUdeviceptr 
 VT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 {
     REAL_OR_RETURN(cuMemAlloc_v2);
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, size);
+    vt_guard_enter();
     CUresult rc = real(p, size);
     vt_guard_leave();
-    if (recording(outer))
+    if (recording())
         note(rc, VT_API_cuMemAlloc_v2, VT_KIND_DEVICE, vt_device_current(), p ? *p : 0, size);
     return rc;
 }
@@ -57,10 +65,11 @@ VT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t widt
                                       unsigned int elem)
 {
     REAL_OR_RETURN(cuMemAllocPitch_v2);
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, pitch, width, height, elem);
+    vt_guard_enter();
     CUresult rc = real(p, pitch, width, height, elem);
     vt_guard_leave();
-    if (recording(outer)) {
+    if (recording()) {
         uint64_t size =
             rc == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
         note(rc, VT_API_cuMemAllocPitch_v2, VT_KIND_DEVICE, vt_device_current(), p ? *p : 0, size);
@@ -71,10 +80,11 @@ VT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t widt
 VT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned int flags)
 {
     REAL_OR_RETURN(cuMemAllocManaged);
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, size, flags);
+    vt_guard_enter();
     CUresult rc = real(p, size, flags);
     vt_guard_leave();
-    if (recording(outer))
+    if (recording())
         note(rc, VT_API_cuMemAllocManaged, VT_KIND_MANAGED, vt_device_current(), p ? *p : 0, size);
     return rc;
 }
@@ -82,8 +92,9 @@ VT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t size, unsigned int f
 VT_EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
 {
     REAL_OR_RETURN(cuMemFree_v2);
-    int outer = vt_guard_enter();
-    if (recording(outer) && p)
+    PASS_NESTED(p);
+    vt_guard_enter();
+    if (recording() && p)
         vt_note_free((uintptr_t)p);
     CUresult rc = real(p);
     vt_guard_leave();
@@ -95,10 +106,11 @@ static CUresult alloc_async(__typeof__(&cuMemAllocAsync) real, int ptsz, CUdevic
 {
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, size, s);
+    vt_guard_enter();
     CUresult rc = real(p, size, s);
     vt_guard_leave();
-    if (recording(outer)) {
+    if (recording()) {
         CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
         note(rc, VT_API_cuMemAllocAsync, VT_KIND_POOL, vt_device_of_stream((uintptr_t)s, ptsz, ptr),
              ptr, size);
@@ -121,10 +133,11 @@ static CUresult alloc_from_pool(__typeof__(&cuMemAllocFromPoolAsync) real, int p
 {
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, size, pool, s);
+    vt_guard_enter();
     CUresult rc = real(p, size, pool, s);
     vt_guard_leave();
-    if (recording(outer)) {
+    if (recording()) {
         CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
         int device = vt_device_of_stream((uintptr_t)s, ptsz, ptr);
         if (ptr)
@@ -150,8 +163,9 @@ static CUresult free_async(__typeof__(&cuMemFreeAsync) real, CUdeviceptr p, CUst
 {
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    int outer = vt_guard_enter();
-    if (recording(outer) && p)
+    PASS_NESTED(p, s);
+    vt_guard_enter();
+    if (recording() && p)
         vt_note_free((uintptr_t)p);
     CUresult rc = real(p, s);
     vt_guard_leave();
@@ -173,10 +187,11 @@ VT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
     REAL_OR_RETURN(cuMemCreate);
-    int outer = vt_guard_enter();
+    PASS_NESTED(h, size, prop, flags);
+    vt_guard_enter();
     CUresult rc = real(h, size, prop, flags);
     vt_guard_leave();
-    if (!recording(outer))
+    if (!recording())
         return rc;
     int on_device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
     int device = on_device ? prop->location.id : vt_device_current();
@@ -190,8 +205,9 @@ VT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 VT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 {
     REAL_OR_RETURN(cuMemRelease);
-    int outer = vt_guard_enter();
-    if (recording(outer))
+    PASS_NESTED(h);
+    vt_guard_enter();
+    if (recording())
         vt_note_vmm_release((uintptr_t)h);
     CUresult rc = real(h);
     vt_guard_leave();
@@ -201,10 +217,11 @@ VT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 VT_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
 {
     REAL_OR_RETURN(cuMemRetainAllocationHandle);
-    int outer = vt_guard_enter();
+    PASS_NESTED(h, addr);
+    vt_guard_enter();
     CUresult rc = real(h, addr);
     vt_guard_leave();
-    if (recording(outer) && rc == CUDA_SUCCESS && h)
+    if (recording() && rc == CUDA_SUCCESS && h)
         vt_note_vmm_retain((uintptr_t)*h);
     return rc;
 }
@@ -213,10 +230,11 @@ VT_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
                             CUmemGenericAllocationHandle h, unsigned long long flags)
 {
     REAL_OR_RETURN(cuMemMap);
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, size, offset, h, flags);
+    vt_guard_enter();
     CUresult rc = real(p, size, offset, h, flags);
     vt_guard_leave();
-    if (recording(outer) && rc == CUDA_SUCCESS)
+    if (recording() && rc == CUDA_SUCCESS)
         vt_note_vmm_map((uintptr_t)p, size, (uintptr_t)h);
     return rc;
 }
@@ -224,8 +242,9 @@ VT_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
 VT_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
 {
     REAL_OR_RETURN(cuMemUnmap);
-    int outer = vt_guard_enter();
-    if (recording(outer))
+    PASS_NESTED(p, size);
+    vt_guard_enter();
+    if (recording())
         vt_note_vmm_unmap((uintptr_t)p, size);
     CUresult rc = real(p, size);
     vt_guard_leave();
@@ -258,10 +277,11 @@ static void note_host(CUresult rc, vt_api api, void *p, size_t size)
 VT_EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
 {
     REAL_OR_RETURN(cuMemHostAlloc);
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, size, flags);
+    vt_guard_enter();
     CUresult rc = real(p, size, flags);
     vt_guard_leave();
-    if (recording(outer))
+    if (recording())
         note_host(rc, VT_API_cuMemHostAlloc, p ? *p : NULL, size);
     return rc;
 }
@@ -269,10 +289,11 @@ VT_EXPORT CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
 VT_EXPORT CUresult cuMemAllocHost_v2(void **p, size_t size)
 {
     REAL_OR_RETURN(cuMemAllocHost_v2);
-    int outer = vt_guard_enter();
+    PASS_NESTED(p, size);
+    vt_guard_enter();
     CUresult rc = real(p, size);
     vt_guard_leave();
-    if (recording(outer))
+    if (recording())
         note_host(rc, VT_API_cuMemAllocHost_v2, p ? *p : NULL, size);
     return rc;
 }
@@ -280,8 +301,9 @@ VT_EXPORT CUresult cuMemAllocHost_v2(void **p, size_t size)
 VT_EXPORT CUresult cuMemFreeHost(void *p)
 {
     REAL_OR_RETURN(cuMemFreeHost);
-    int outer = vt_guard_enter();
-    if (recording(outer) && p) {
+    PASS_NESTED(p);
+    vt_guard_enter();
+    if (recording() && p) {
         vt_pinned_remove((uintptr_t)p);
         vt_note_host_free((uintptr_t)p);
     }
