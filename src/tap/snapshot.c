@@ -177,26 +177,26 @@ static double history_seconds(void *ctx, uint64_t ticks)
 }
 
 /* The history's allocations that `allocations` does not list, and its events. The listed ids
- * are a bit each over their span when that takes at most 8 bytes a record (no sort, no search:
- * the records come in the books' order), else sorted. */
+ * are a bit each over their span when that takes at most 8 bytes a record (no sort, no search,
+ * whatever order the copy took the records in), else sorted. */
 static void write_history(FILE *f, const frozen *fz, records *o)
 {
+    const frozen_rec *recs = fz->out.recs;
     size_t n = fz->out.n;
     vt_history_listed l = {.nids = n, .lo = UINT64_MAX};
     for (size_t i = 0; i < n; i++) {
-        l.lo = fz->out.recs[i].id < l.lo ? fz->out.recs[i].id : l.lo;
-        l.hi = fz->out.recs[i].id > l.hi ? fz->out.recs[i].id : l.hi;
+        l.lo = recs[i].id < l.lo ? recs[i].id : l.lo;
+        l.hi = recs[i].id > l.hi ? recs[i].id : l.hi;
     }
     uint64_t *bits = NULL, *ids = NULL;
     if (n && (l.hi - l.lo) / 64 < n) {
         bits = calloc((l.hi - l.lo) / 64 + 1, sizeof *bits);
         for (size_t i = 0; bits && i < n; i++)
-            bits[(fz->out.recs[i].id - l.lo) >> 6] |= UINT64_C(1)
-                                                      << ((fz->out.recs[i].id - l.lo) & 63);
+            bits[(recs[i].id - l.lo) >> 6] |= UINT64_C(1) << ((recs[i].id - l.lo) & 63);
     } else if (n) {
         ids = malloc(n * sizeof *ids);
         for (size_t i = 0; ids && i < n; i++)
-            ids[i] = fz->out.recs[i].id;
+            ids[i] = recs[i].id;
         if (ids)
             qsort(ids, n, sizeof *ids, id_order);
     }
