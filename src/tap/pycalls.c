@@ -1,6 +1,7 @@
 /* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, an
  * outermost module call's enter and exit, a module call's question whether it is nested in one,
- * the backward hooks that make a module current), as Python builtins: through ctypes each cost
+ * a backward call's enter and exit, the backward hooks that make a module current), as Python
+ * builtins: through ctypes each cost
  * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). Only a call
  * that may write an interim snapshot (ending an optimizer phase or a step mark, while a peak rose
  * since the last one) lets go of the GIL, as a ctypes call does. The others keep it: the books'
@@ -117,6 +118,67 @@ static py_object *on_module_nested(py_object *self, py_object *const *args, py_s
         (long)atomic_load_explicit(&vramtap_module_allocs, memory_order_relaxed));
 }
 
+/* Backward calls running now, all threads together (a module call made meanwhile is a
+ * recomputation), and the outermost ones begun since the last take (micro-batches). Counted here
+ * by atomics: the hooks counted them under a Python lock, which cost more inside a training step
+ * than the rest of a backward call's bookkeeping. */
+static _Atomic uint32_t backwards_running;
+static _Atomic long backwards_begun;
+
+/* backward_enter(paths): begins a backward phase and counts the call; with module paths on
+ * (paths true), publishes the count for them and makes no module current (autograd's tensor
+ * hooks make each module current as its part of the graph begins), returning the path to put
+ * back; 0 otherwise. Every call is paired with backward_exit. */
+static py_object *on_backward_enter(py_object *self, py_object *const *args, py_ssize_t nargs)
+{
+    (void)self;
+    long paths = py->LongAsLong(nargs == 1 ? args[0] : py->none);
+    if (paths == -1)
+        return NULL; /* TypeError, set by PyLong_AsLong */
+    uint32_t running = atomic_fetch_add(&backwards_running, 1) + 1;
+    if (running == 1)
+        atomic_fetch_add(&backwards_begun, 1);
+    unsigned int prev = 0;
+    if (paths) {
+        atomic_store_explicit(&vramtap_module_backward, running, memory_order_relaxed);
+        prev = vramtap_module_enter(0);
+    }
+    vt_phase_begin(VT_PHASE_BACKWARD);
+    return py->LongFromLong((long)prev);
+}
+
+/* backward_exit(paths, prev): ends what backward_enter(paths) began; prev is what it returned. */
+static py_object *on_backward_exit(py_object *self, py_object *const *args, py_ssize_t nargs)
+{
+    (void)self;
+    long paths = py->LongAsLong(nargs == 2 ? args[0] : py->none);
+    long prev = paths == -1 ? -1 : py->LongAsLong(args[1]);
+    if (prev == -1)
+        return NULL;
+    vt_phase_end(VT_PHASE_BACKWARD);
+    uint32_t running = atomic_fetch_sub(&backwards_running, 1) - 1;
+    if (paths) {
+        atomic_store_explicit(&vramtap_module_backward, running, memory_order_relaxed);
+        vramtap_module_enter((unsigned int)prev);
+    }
+    py->IncRef(py->none);
+    return py->none;
+}
+
+/* backward_running(): backward calls running now. */
+static py_object *on_backward_running(py_object *self, py_object *const *args, py_ssize_t nargs)
+{
+    (void)self, (void)args, (void)nargs;
+    return py->LongFromLong((long)atomic_load(&backwards_running));
+}
+
+/* backwards_taken(): outermost backward calls begun since the last time it was asked. */
+static py_object *on_backwards_taken(py_object *self, py_object *const *args, py_ssize_t nargs)
+{
+    (void)self, (void)args, (void)nargs;
+    return py->LongFromLong(atomic_exchange(&backwards_begun, 0));
+}
+
 /* A tensor hook: makes module path `self` (an int) current. Autograd calls it with the gradient
  * of an output of that module's call, when the backward of the call begins. */
 static py_object *on_grad(py_object *self, py_object *const *args, py_ssize_t nargs)
@@ -152,6 +214,10 @@ static py_method_def defs[] = {
     {"vramtap_forward_enter", on_forward_enter, PY_METH_FASTCALL, NULL},
     {"vramtap_forward_exit", on_forward_exit, PY_METH_FASTCALL, NULL},
     {"vramtap_module_nested", on_module_nested, PY_METH_FASTCALL, NULL},
+    {"vramtap_backward_enter", on_backward_enter, PY_METH_FASTCALL, NULL},
+    {"vramtap_backward_exit", on_backward_exit, PY_METH_FASTCALL, NULL},
+    {"vramtap_backward_running", on_backward_running, PY_METH_FASTCALL, NULL},
+    {"vramtap_backwards_taken", on_backwards_taken, PY_METH_FASTCALL, NULL},
 };
 
 /* Through ctypes.PyDLL (the GIL held): a dict of the builtins by their functions' names (a new

@@ -11,8 +11,9 @@ import time
 
 import vramtap_torch
 
-begin, end, mark, _note_oom, enter, leave, _nested = vramtap_torch._api
-if enter is None:
+(begin, end, mark, _note_oom, enter, leave, _nested, backward_enter, backward_exit, _running,
+ _taken) = vramtap_torch._api
+if enter is None or backward_enter is None:
     sys.exit("the library's builtins are missing")
 sys.setswitchinterval(1000)
 ran = [0]
@@ -30,8 +31,7 @@ time.sleep(0.05)
 before = ran[0]
 for _ in range(20000):
     leave(enter(True))
-    begin(b"backward")
-    end(b"backward")
+    backward_exit(True, backward_enter(True))
 after = ran[0]
 for _ in range(20000):
     begin(b"optimizer")

@@ -424,7 +424,7 @@ def _first_tensor(values, torch):
 def note_forward(module, args, kwargs):
     """An outermost module call with gradients enabled."""
     global _stale
-    if _backward_depth:  # recomputation of a checkpointed segment: not a forward of its own
+    if _backward_running():  # recomputation of a checkpointed segment: not a forward of its own
         return
     amp = _autocast()
     if amp is not None:
@@ -449,15 +449,33 @@ def note_forward(module, args, kwargs):
     _refresh()
 
 
-def note_backward(delta, _begun=None):
-    """A backward call begins (+1) or ends (-1; _begun: what the begin returned, None). Only
-    outermost calls are micro-batches: the backward of a checkpointed segment runs one inside
-    the other's."""
+def note_backward(delta):
+    """A backward call begins (+1) or ends (-1), where the library's builtins do not count them.
+    Only outermost calls are micro-batches: the backward of a checkpointed segment runs one
+    inside the other's."""
     global _backward_depth, _backwards_since_step
     with _lock:
         _backward_depth += delta
         if delta > 0 and _backward_depth == 1:
             _backwards_since_step += 1
+
+
+def _backward_running():
+    return _backward_depth
+
+
+def _backwards_taken():
+    global _backwards_since_step
+    with _lock:
+        n, _backwards_since_step = _backwards_since_step, 0
+    return n
+
+
+def count_backwards(running, taken):
+    """The library counts backward calls (its builtins): running() is how many run now, taken()
+    how many outermost ones began since it was last called."""
+    global _backward_running, _backwards_taken
+    _backward_running, _backwards_taken = running, taken
 
 
 @_guarded
@@ -506,10 +524,10 @@ def _record_optimizers():
 @_guarded
 def note_step():
     """After an optimizer step: the labels, and what the step says about the run."""
-    global _backwards_since_step, _new_optimizer, _steps
-    if _backwards_since_step:
-        _set("micro_batches", _backwards_since_step)
-    _backwards_since_step = 0
+    global _new_optimizer, _steps
+    backwards = _backwards_taken()
+    if backwards:
+        _set("micro_batches", backwards)
     _steps += 1
     # The settings seldom change: read with a new optimizer, then every FULL_EVERY steps.
     if _new_optimizer or _steps % FULL_EVERY == 0:

@@ -79,7 +79,7 @@ class Paths:
         self._refs = {}
         self._names = {0: ""}  # path id -> path
         self._enter_backward = {}  # path id -> the hook that makes it current
-        self.backward = 0  # backward calls running, all threads together
+        self._backwards = 0  # backward calls running, where the library's builtins do not count
 
     def _path_id(self, path):
         pid = self._intern(path.encode())
@@ -128,7 +128,7 @@ class Paths:
             parent = self._names.get(self.cell.value & ~RECOMPUTED, "")
             name = type(module).__name__
             pid = self._keep(module, self._path_id(parent + "." + name if parent else name))
-        if self.backward and pid:
+        if pid and self._backward_cell.value:
             pid |= RECOMPUTED
         cell = self.cell
         prev = cell.value
@@ -136,7 +136,7 @@ class Paths:
         return prev, pid
 
     def _make_current(self, pid):
-        if self.backward and pid:
+        if pid and self._backward_cell.value:
             pid |= RECOMPUTED
         prev = self.cell.value
         self.cell.value = pid
@@ -182,15 +182,17 @@ class Paths:
         return hook
 
     def backward_begins(self):
-        self.backward += 1
-        self._backward_cell.value = self.backward
+        """Where the library's builtins do not: counts a backward call for the recomputations
+        under it, and makes no module current; returns the value to put back."""
+        self._backwards += 1
+        self._backward_cell.value = self._backwards
         prev = self.cell.value
         self.cell.value = 0
         return prev
 
     def backward_ends(self, prev):
-        self.backward -= 1
-        self._backward_cell.value = self.backward
+        self._backwards -= 1
+        self._backward_cell.value = self._backwards
         self.cell.value = prev
 
 

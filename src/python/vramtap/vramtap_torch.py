@@ -64,11 +64,18 @@ def _load_api():
         enter, leave, nested = (calls.get(name) for name in ("vramtap_forward_enter",
                                                               "vramtap_forward_exit",
                                                               "vramtap_module_nested"))
+        backward = tuple(calls.get(name) for name in ("vramtap_backward_enter",
+                                                      "vramtap_backward_exit",
+                                                      "vramtap_backward_running",
+                                                      "vramtap_backwards_taken"))
     except (AttributeError, ValueError, KeyError, TypeError):  # an older library, no CPython API
         enter = leave = nested = None
+        backward = (None,) * 4
     if None in (enter, leave, nested):  # they keep one thread-local between them: all or none
         enter = leave = nested = None
-    return (begin, end, mark, note_oom, enter, leave, nested)
+    if None in backward:  # they keep the counts between them: all or none
+        backward = (None,) * 4
+    return (begin, end, mark, note_oom, enter, leave, nested) + backward
 
 
 _api = _load_api()
@@ -314,41 +321,57 @@ def _outermost_end(opened):
         _end(b"forward")
 
 
-def _phase_wrapper(fn, name, compiling, note=None):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if compiling and compiling():
-            return fn(*args, **kwargs)
-        begun = note(1) if note is not None else None
-        _begin(name)
-        try:
-            return fn(*args, **kwargs)
-        except BaseException as e:
-            _note_oom(e)
-            raise
-        finally:
-            _end(name)
-            if note is not None:
-                note(-1, begun)
-
-    return wrapper
-
-
 def _install_backward(torch, compiling):
     # Tensor.backward looks torch.autograd.backward up at each call, so it is covered too.
     autograd = torch.autograd
-    note = vramtap_identity.note_backward
-    if _paths is not None:
-        # note(1) returns what note(-1, begun) puts back: backward calls nest (the backward of a
-        # checkpointed segment), each wrapper's frame keeps its own.
-        def note(delta, begun=None, _identity=note):
-            _identity(delta)
-            if delta > 0:
-                return _paths.backward_begins()
-            _paths.backward_ends(begun)
-    autograd.backward = _phase_wrapper(autograd.backward, b"backward", compiling, note)
+    # The library's builtins count backward calls with atomics; the Python fallback counts them
+    # under a lock, which inside a training step cost more than the rest of the call's work.
+    enter, leave = _api[7], _api[8]
+    if enter is None:
+        enter, leave = _backward_enter, _backward_exit
+    else:
+        vramtap_identity.count_backwards(_api[9], _api[10])
+    on = _paths is not None
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if compiling and compiling():
+                return fn(*args, **kwargs)
+            if _open_steps:
+                _close_abandoned_steps()
+            # backward calls nest (the backward of a checkpointed segment): each wrapper's frame
+            # keeps the module path it puts back
+            prev = enter(on)
+            try:
+                return fn(*args, **kwargs)
+            except BaseException as e:
+                _note_oom(e)
+                raise
+            finally:
+                leave(on, prev)
+
+        return wrapper
+
+    autograd.backward = wrap(autograd.backward)
     _wrappers[1] = autograd.backward
-    autograd.grad = _phase_wrapper(autograd.grad, b"backward", compiling, note)
+    autograd.grad = wrap(autograd.grad)
+
+
+def _backward_enter(paths_on):
+    """The library's vramtap_backward_enter, in Python."""
+    vramtap_identity.note_backward(1)
+    prev = _paths.backward_begins() if paths_on else 0
+    _begin(b"backward")
+    return prev
+
+
+def _backward_exit(paths_on, prev):
+    """The library's vramtap_backward_exit, in Python."""
+    _end(b"backward")
+    vramtap_identity.note_backward(-1)
+    if paths_on:
+        _paths.backward_ends(prev)
 
 
 def _install_checkpoint(torch, compiling):
