@@ -70,16 +70,31 @@ static _Atomic int outer_calls;
  * lookup and a ctypes read of the allocation count. */
 static VT_TLS int in_module_call;
 
-/* forward_enter(grad): None for a call nested in another thread's outermost call, else whether
- * it began a forward: only with grad (under no_grad or inference_mode a module call builds nothing
- * for backward: evaluation, not a training forward). Every call is paired with forward_exit. */
+/* The path an outermost module call made current put back when it returns (kept: whether
+ * there is one to put back). */
+static VT_TLS uint32_t root_prev;
+static VT_TLS int root_kept;
+
+/* forward_enter(grad, pid): None for a call nested in another thread's outermost call, else
+ * whether it began a forward: only with grad (under no_grad or inference_mode a module call
+ * builds nothing for backward: evaluation, not a training forward). With a pid (module paths on;
+ * None when off), makes that path current, marked as a recomputation inside a backward. Every
+ * call is paired with forward_exit. */
 static py_object *on_forward_enter(py_object *self, py_object *const *args, py_ssize_t nargs)
 {
     (void)self;
-    long grad = py->LongAsLong(nargs == 1 ? args[0] : py->none);
-    if (grad == -1)
-        return NULL; /* TypeError, set by PyLong_AsLong */
+    long grad = py->LongAsLong(nargs == 2 ? args[0] : py->none);
+    long pid = grad == -1 || args[1] == py->none ? -2 : py->LongAsLong(args[1]);
+    if (grad == -1 || pid == -1)
+        return NULL; /* TypeError or OverflowError, set by PyLong_AsLong */
     in_module_call = 1;
+    if (pid >= 0) {
+        uint32_t id = (uint32_t)pid;
+        if (id && atomic_load_explicit(&vramtap_module_backward, memory_order_relaxed))
+            id |= VT_MPATH_RECOMPUTED;
+        root_prev = vramtap_module_enter(id);
+        root_kept = 1;
+    }
     if (atomic_fetch_add(&outer_calls, 1) > 0) {
         py->IncRef(py->none);
         return py->none;
@@ -98,6 +113,10 @@ static py_object *on_forward_exit(py_object *self, py_object *const *args, py_ss
     if (began == -1)
         return NULL;
     in_module_call = 0;
+    if (root_kept) {
+        root_kept = 0;
+        vramtap_module_enter(root_prev);
+    }
     atomic_fetch_sub(&outer_calls, 1);
     if (began)
         vt_phase_end(VT_PHASE_FORWARD);

@@ -21,6 +21,7 @@ tmp = tempfile.mkdtemp(prefix="vt-modules-")
 atexit.register(shutil.rmtree, tmp, True)  # finish() exits through sys.exit: atexit still runs
 env = clean_env(STANDIN_CAPACITY=str(1 << 30))
 MiB = 1 << 20
+RECOMPUTED = 1 << 31
 LEAVES = ["enc.layers.%d.%s" % (k, m) for k in range(3) for m in ("attn", "mlp")] + ["head"]
 
 
@@ -89,6 +90,12 @@ def check_bill(variant, expect, dev, leaves=LEAVES):
     outside = rows.get(None, {}).get("categories", {})
     check(nonzero(outside) == nonzero(expect["outside"]), variant + ": outside modules",
           "%s, expected %s" % (outside, expect["outside"]))
+    check(expect["after_forward"] == [0, 0], variant + ": the path before the forward put back",
+          expect["after_forward"])
+    probe = expect["in_backward"]
+    check(len(probe) == 2 and probe[0] == probe[1] and probe[0] & RECOMPUTED
+          and probe[0] & ~RECOMPUTED, variant + ": a module called in backward is current, "
+          "recomputed", ["%#x" % v for v in probe])
 
 
 plain_snap, plain_expect, plain_dev = run("plain")

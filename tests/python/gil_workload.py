@@ -30,7 +30,7 @@ threading.Thread(target=other, daemon=True).start()
 time.sleep(0.05)
 before = ran[0]
 for _ in range(20000):
-    leave(enter(True))
+    leave(enter(True, 1))
     backward_exit(True, backward_enter(True))
 after = ran[0]
 for _ in range(20000):

@@ -56,6 +56,20 @@ def free(ptr):
 
 
 in_forward = [0]  # module forwards running (a forward inside backward is a recomputation)
+# The library's current module path (its cell, as the hooks see it): once each step's forward
+# returned (the one before it, 0), and inside an outermost module call made during backward
+# (that module's path, marked as a recomputation).
+current = ctypes.c_uint32.in_dll(ctypes.CDLL(None), "vramtap_module_current")
+after_forward, in_backward = [], []
+
+
+class Probe(torch.nn.Module):
+    def forward(self, x):
+        in_backward.append(current.value)
+        return x
+
+
+probe = Probe()
 
 
 class Save(torch.autograd.Function):
@@ -69,6 +83,8 @@ class Save(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.path == "head":
+            probe(g)
         tmp = alloc(ctx.nbytes // 4, ctx.path)
         free(tmp)
         free(ctx.buf)
@@ -141,6 +157,7 @@ output_hooks = []
 for step in range(2):
     state["phase"] = "forward"
     out = net(x)
+    after_forward.append(current.value)
     # A hook of the program's own on an output vramtap hooked (the process's first
     # RemovableHandle: id 0): the tensor keeps both
     out.register_hook(lambda grad: None)
@@ -178,4 +195,5 @@ for a in live.values():
         m["recomputed"] += a["size"]
 with open(EXPECT, "w") as f:
     json.dump({"peak_bytes": state["peak"], "peak_phase": peak_phase, "modules": modules,
-               "outside": outside, "output_hooks": output_hooks}, f, indent=1, sort_keys=True)
+               "outside": outside, "output_hooks": output_hooks, "after_forward": after_forward,
+               "in_backward": in_backward}, f, indent=1, sort_keys=True)

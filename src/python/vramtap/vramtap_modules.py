@@ -1,9 +1,10 @@
 """The nn.Module path current at each allocation, for vramtap's bill by module (docs/modules.md).
 
-vramtap_torch's wrapper of ``nn.Module.__call__`` calls ``enter_root`` for an outermost module
-call, and puts the returned previous value back in ``cell`` when the call returns. ``cell`` is the
-library's ``vramtap_module_current``: writing it is cheaper than a call into the library, and an
-allocation made where no module call runs on its thread carries the value it holds then. Paths are
+vramtap_torch's wrapper of ``nn.Module.__call__`` hands the path id ``root`` gives for an outermost
+module call to the library, which makes it current in ``cell`` and puts the previous value back
+when the call returns. ``cell`` is the library's ``vramtap_module_current``: writing it is cheaper
+than a call into the library, and an allocation made where no module call runs on its thread
+carries the value it holds then. Paths are
 those of ``named_modules()`` of the outermost module (the root), computed once per root; a root
 itself is named by its class. Each module named is bound to its path id in the library, by the
 module object's address, until it dies.
@@ -105,8 +106,9 @@ class Paths:
         self._refs.pop(key, None)
         self._unbind(key)
 
-    def enter_root(self, module):
-        """Makes the outermost call's module current; returns the value to put back."""
+    def root(self, module):
+        """The path id of an outermost call's module, which the module-call wrapper hands to
+        the library's forward_enter to make current (the path of a root is its class)."""
         pid = self._pids.get(id(module))
         if pid is None:
             # The root names every module under it, also those another root named before: the
@@ -116,7 +118,7 @@ class Paths:
                 pid_m = self._path_id(name or root_name)
                 self._keep(m, pid_m)
             pid = self._pids.get(id(module), 0)
-        return self._make_current(pid)
+        return pid
 
     def enter(self, module):
         """The same for a call nested in another module's; returns the value to put back and
@@ -135,7 +137,9 @@ class Paths:
         cell.value = pid
         return prev, pid
 
-    def _make_current(self, pid):
+    def make_current(self, pid):
+        """Makes path pid current; returns the value to put back. Where the library has no
+        builtins: theirs does it for an outermost call."""
         if pid and self._backward_cell.value:
             pid |= RECOMPUTED
         prev = self.cell.value

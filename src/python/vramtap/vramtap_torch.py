@@ -102,6 +102,7 @@ _wrappers = [None, None]
 
 class _Local(threading.local):
     inside_module_call = False
+    root_prev = None  # the path an outermost call's put back, where the library has no builtins
 
 
 _tls = _Local()
@@ -265,11 +266,11 @@ def _install_forward(torch, compiling):
         grad = is_grad_enabled()
         if _open_steps:
             _close_abandoned_steps()
-        opened = enter(grad)
+        # the library makes the root's path current, and puts back the one before at leave()
+        opened = enter(grad, paths.root(self) if paths else None)
         if opened:
             vramtap_identity.note_forward(self, args, kwargs)
         made = nested() if paths else 0
-        prev = paths.enter_root(self) if paths else 0
         try:
             out = call(self, *args, **kwargs)
             if paths and grad and nested() != made:
@@ -279,8 +280,6 @@ def _install_forward(torch, compiling):
             _note_oom(e)
             raise
         finally:
-            if paths:
-                cell.value = prev
             leave(opened)
             if opened is not None and not _steps_counted_elsewhere:
                 _api[2]()
@@ -296,11 +295,13 @@ def _nested():
     return _paths.allocs.value if _paths else 0
 
 
-def _outermost_begin(grad_enabled):
+def _outermost_begin(grad_enabled, pid):
     """The library's vramtap_forward_enter, in Python: None for a call nested in another
-    thread's, else whether it opened a forward."""
+    thread's, else whether it opened a forward. Makes path pid current (None: paths off)."""
     global _outer_calls
     _tls.inside_module_call = True
+    if pid is not None:
+        _tls.root_prev = _paths.make_current(pid)
     with _lock:
         _outer_calls += 1
         first = _outer_calls == 1
@@ -315,6 +316,10 @@ def _outermost_end(opened):
     """The library's vramtap_forward_exit, in Python."""
     global _outer_calls
     _tls.inside_module_call = False
+    prev = _tls.root_prev
+    if prev is not None:
+        _tls.root_prev = None
+        _paths.cell.value = prev
     with _lock:
         _outer_calls -= 1
     if opened:
