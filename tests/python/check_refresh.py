@@ -11,6 +11,7 @@ storage ranges of the tensors a test model and its optimizer hold.
 - A tensor without storage (sparse) in the optimizer's state leaves the others labelled.
 """
 
+import io
 import math
 import sys
 import weakref
@@ -138,4 +139,31 @@ check(seen_at.get(("optimizer_state", rng(replaced))) == [module_slices + 2 + st
 check(all(gone), "no gradient outlives its step in the look", gone)
 check(vi._looking is None, "the look ends")
 check(vi._api is not None, "no refresh failed")
+
+# A failure inside the calls made at every step stays inside: said once, labelling stops.
+def fails():
+    raise RuntimeError("broken")
+
+
+said = io.StringIO()
+sys.stderr, stderr = said, sys.stderr
+api = vi._api
+for name, call in (("_backwards_taken", lambda: vi.note_step()),
+                   ("_autocast", lambda: vi.note_forward(model, (torch.zeros(1),), {}))):
+    vi._api, kept = api, getattr(vi, name)
+    setattr(vi, name, fails)
+    try:
+        call()
+        call()  # given up: does nothing
+        raised = None
+    except Exception as e:
+        raised = e
+    setattr(vi, name, kept)
+    check(raised is None and vi._api is None, name + " failing: the program runs on, labels stop",
+          raised)
+sys.stderr = stderr
+lines = said.getvalue().splitlines()
+check(len(lines) == 2 and all("identity evidence and the run record stop here (RuntimeError: "
+                              "broken)" in line for line in lines),
+      "each failure said once", lines)
 finish()

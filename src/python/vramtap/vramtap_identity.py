@@ -113,19 +113,25 @@ _found = ([], [], [])
 _state_sizes = weakref.WeakKeyDictionary()  # optimizer -> len(state) at its latest walk
 
 
-def _guarded(fn):
+def _give_up(e):
     """A failure here must not reach the program: say so once and stop labelling."""
+    global _api
+    _api = None
+    sys.stderr.write("vramtap: identity evidence and the run record stop here (%s: %s); "
+                     "the bill falls back to timing\n" % (type(e).__name__, e))
+
+
+def _guarded(fn):
+    """fn, its failures given up on (_give_up). The two that run at every step guard themselves,
+    inside: a wrapper's call costs more there than the rest of their work."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        global _api
         if _api is None:
             return None
         try:
             return fn(*args, **kwargs)
         except Exception as e:
-            _api = None
-            sys.stderr.write("vramtap: identity evidence and the run record stop here (%s: %s); "
-                             "the bill falls back to timing\n" % (type(e).__name__, e))
+            _give_up(e)
             return None
 
     return wrapper
@@ -420,18 +426,25 @@ def _first_tensor(values, torch):
     return None
 
 
-@_guarded
 def note_forward(module, args, kwargs):
     """An outermost module call with gradients enabled."""
+    if _api is None:
+        return
+    try:
+        if _backward_running():  # recomputation of a checkpointed segment: not a forward
+            return
+        amp = _autocast()
+        if amp is not None:
+            _set("amp", _dtype_name(amp))
+        known = _root_ids.get(id(module))
+        if known is None or known() is not module:
+            _new_root(module, args, kwargs)
+    except Exception as e:
+        _give_up(e)
+
+
+def _new_root(module, args, kwargs):
     global _stale
-    if _backward_running():  # recomputation of a checkpointed segment: not a forward of its own
-        return
-    amp = _autocast()
-    if amp is not None:
-        _set("amp", _dtype_name(amp))
-    known = _root_ids.get(id(module))
-    if known is not None and known() is module:
-        return
     torch = sys.modules["torch"]
     with _lock:
         _roots[module] = None
@@ -521,19 +534,23 @@ def _record_optimizers():
         _set("optimizer", "; ".join(sorted(described)))
 
 
-@_guarded
 def note_step():
     """After an optimizer step: the labels, and what the step says about the run."""
     global _new_optimizer, _steps
-    backwards = _backwards_taken()
-    if backwards:
-        _set("micro_batches", backwards)
-    _steps += 1
-    # The settings seldom change: read with a new optimizer, then every FULL_EVERY steps.
-    if _new_optimizer or _steps % FULL_EVERY == 0:
-        _new_optimizer = False
-        _record_optimizers()
-    _refresh()
+    if _api is None:
+        return
+    try:
+        backwards = _backwards_taken()
+        if backwards:
+            _set("micro_batches", backwards)
+        _steps += 1
+        # The settings seldom change: read with a new optimizer, then every FULL_EVERY steps.
+        if _new_optimizer or _steps % FULL_EVERY == 0:
+            _new_optimizer = False
+            _record_optimizers()
+        _refresh()
+    except Exception as e:
+        _give_up(e)
 
 
 @_guarded
