@@ -91,7 +91,10 @@ _outer_calls = 0
 _steps_counted_elsewhere = False
 # Optimizer phases opened by torch's global step pre-hook and not yet closed by the post-hook:
 # (thread id, code of the frame that ran the hook). A step() that raises never runs the
-# post-hook, so the next phase to begin checks whether that frame is still on its thread.
+# post-hook, so the next phase to begin checks whether that frame is still on its thread. Read
+# and changed without a lock: a list's copy, append and remove are each atomic (under the GIL, or
+# the list's own lock in a free-threaded build), and a lock taken twice a step cost more than
+# the hooks' other work inside a training step.
 _open_steps = []
 _installed = False
 # The current nn.Module path (vramtap_modules.Paths), None when off.
@@ -159,18 +162,16 @@ def _note_oom(error):
 
 def _close_abandoned_steps():
     frames = sys._current_frames()
-    with _lock:
-        entries = list(_open_steps)
-    for entry in reversed(entries):
+    for entry in reversed(_open_steps[:]):
         thread, code = entry
         frame = frames.get(thread)
         while frame is not None and frame.f_code is not code:
             frame = frame.f_back
         if frame is None:
-            with _lock:
-                if entry not in _open_steps:  # another thread closed it meanwhile
-                    continue
+            try:
                 _open_steps.remove(entry)
+            except ValueError:  # another thread closed it meanwhile
+                continue
             _end(b"optimizer")
 
 
@@ -421,20 +422,20 @@ def _step_pre_hook(compiling, optimizer, args, kwargs):
         return
     _begin(b"optimizer")
     # The caller is torch's step wrapper, on the stack for as long as the step runs.
-    entry = (threading.get_ident(), sys._getframe(1).f_code)
-    with _lock:
-        _open_steps.append(entry)
+    _open_steps.append((threading.get_ident(), sys._getframe(1).f_code))
 
 
 def _step_post_hook(compiling, optimizer, args, kwargs):
     if compiling and compiling():
         return
     thread = threading.get_ident()
-    with _lock:
-        for i in range(len(_open_steps) - 1, -1, -1):
-            if _open_steps[i][0] == thread:
-                del _open_steps[i]
-                break
+    for entry in reversed(_open_steps[:]):
+        if entry[0] == thread:
+            try:
+                _open_steps.remove(entry)  # an equal entry, if any, is this thread's too
+            except ValueError:  # gone meanwhile: the phase is ended below all the same
+                pass
+            break
     _end(b"optimizer")
     vramtap_identity.note_optimizer(optimizer)  # one made before the hooks were installed
     vramtap_identity.note_step()
