@@ -141,17 +141,23 @@ check(vi._looking is None, "the look ends")
 check(vi._api is not None, "no refresh failed")
 
 # A failure inside the calls made at every step stays inside: said once, labelling stops.
-def fails():
+def fails(*_):
     raise RuntimeError("broken")
+
+
+class Broken:
+    __contains__ = fails
 
 
 said = io.StringIO()
 sys.stderr, stderr = said, sys.stderr
 api = vi._api
-for name, call in (("_backwards_taken", lambda: vi.note_step()),
-                   ("_autocast", lambda: vi.note_forward(model, (torch.zeros(1),), {}))):
+for name, broken, call in (("_backwards_taken", fails, lambda: vi.note_step()),
+                           ("_autocast", fails,
+                            lambda: vi.note_forward(model, (torch.zeros(1),), {})),
+                           ("_optimizers", Broken(), lambda: vi.note_optimizer(opt))):
     vi._api, kept = api, getattr(vi, name)
-    setattr(vi, name, fails)
+    setattr(vi, name, broken)
     try:
         call()
         call()  # given up: does nothing
@@ -163,7 +169,7 @@ for name, call in (("_backwards_taken", lambda: vi.note_step()),
           raised)
 sys.stderr = stderr
 lines = said.getvalue().splitlines()
-check(len(lines) == 2 and all("identity evidence and the run record stop here (RuntimeError: "
+check(len(lines) == 3 and all("identity evidence and the run record stop here (RuntimeError: "
                               "broken)" in line for line in lines),
       "each failure said once", lines)
 finish()

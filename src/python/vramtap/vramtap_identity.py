@@ -122,7 +122,7 @@ def _give_up(e):
 
 
 def _guarded(fn):
-    """fn, its failures given up on (_give_up). The two that run at every step guard themselves,
+    """fn, its failures given up on (_give_up). Those that run at every step guard themselves,
     inside: a wrapper's call costs more there than the rest of their work."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -496,11 +496,20 @@ def note_checkpoint():
     _set("gradient_checkpointing", "yes")
 
 
-@_guarded
 def note_optimizer(opt):
-    global _stale, _new_optimizer
-    if opt in _optimizers:
+    """An optimizer made, or stepped (torch 2.x's step hooks: one made before they were
+    installed); it runs at every step there."""
+    if _api is None:
         return
+    try:
+        if opt not in _optimizers:
+            _new_optimizer_seen(opt)
+    except Exception as e:
+        _give_up(e)
+
+
+def _new_optimizer_seen(opt):
+    global _stale, _new_optimizer
     with _lock:
         _optimizers.add(opt)
         _stale = _new_optimizer = True
