@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,8 +70,11 @@ int vt_phase_lookup(const char *name)
 {
     if (!name)
         return -1;
+    /* the three names begin with three letters: one comparison, not up to three (the hooks ask
+     * at every optimizer step) */
     for (int p = VT_PHASE_FORWARD; p <= VT_PHASE_OPTIMIZER; p++)
-        if (!strcasecmp(name, phase_names[p]))
+        if (tolower((unsigned char)name[0]) == phase_names[p][0] &&
+            !strcasecmp(name, phase_names[p]))
             return p;
     for (int i = 0; i < naliases; i++)
         if (!strcasecmp(name, aliases[i].name))

@@ -549,6 +549,8 @@ static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, con
     int flags = 0;
     if (!d->used) {
         d->used = 1;
+        if (b->device >= vt_state.devices_used)
+            vt_state.devices_used = b->device + 1;
         d->last_used = d->used_at_peak = -1;
         d->last_rss = d->rss_at_peak = -1;
         d->last_workers = d->workers_at_peak = -1;
@@ -1111,7 +1113,7 @@ void vt_span_open_locked(uint8_t phase, uint64_t now)
     s->step = vt_state.step;
     s->start = vt_time_locked(now);
     s->end = 0;
-    for (int d = 0; d < VT_MAX_DEVICES; d++)
+    for (int d = 0; d < vt_state.devices_used; d++)
         s->live_start[d] = s->live_max[d] = vt_state.dev[d].live;
 }
 
@@ -1119,7 +1121,7 @@ void vt_span_close_locked(uint64_t now)
 {
     vt_span *s = &vt_state.open;
     s->end = vt_time_locked(now);
-    for (int d = 0; d < VT_MAX_DEVICES; d++)
+    for (int d = 0; d < vt_state.devices_used; d++)
         s->live_end[d] = vt_state.dev[d].live;
     if (s->step < VT_TIMELINE_STEPS && vt_state.nspans < VT_TIMELINE_MAX) {
         if (vt_grow(&vt_state.spans, &vt_state.capspans, vt_state.nspans + 1,
@@ -1135,7 +1137,7 @@ void vt_span_close_locked(uint64_t now)
         vt_state.folded.first_step = s->step;
     vt_state.folded.instances++;
     vt_state.folded.last_step = s->step;
-    for (int d = 0; d < VT_MAX_DEVICES; d++)
+    for (int d = 0; d < vt_state.devices_used; d++)
         if (s->live_max[d] > vt_state.folded.live_max[d])
             vt_state.folded.live_max[d] = s->live_max[d];
 }

@@ -435,6 +435,8 @@ typedef struct {
     vt_span open;          /* the phase instance in progress (valid while phase is in-phase) */
     struct vt_vmap *vmaps; /* VMM mappings by address */
     vt_device dev[VT_MAX_DEVICES];
+    int devices_used; /* devices [0, devices_used) have had an allocation (the others' spans are
+                         0: their loops stop there) */
     struct {
         uint64_t live, peak, allocs;
         uint64_t peak_time;
