@@ -78,13 +78,14 @@ static VT_TLS int root_kept;
 /* forward_enter(grad, pid): None for a call nested in another thread's outermost call, else
  * whether it began a forward: only with grad (under no_grad or inference_mode a module call
  * builds nothing for backward: evaluation, not a training forward). With a pid (module paths on;
- * None when off), makes that path current, marked as a recomputation inside a backward. Every
- * call is paired with forward_exit. */
+ * None when off, or left out by hooks older than this library, which keep the path themselves),
+ * makes that path current, marked as a recomputation inside a backward. Every call is paired with
+ * forward_exit. */
 static py_object *on_forward_enter(py_object *self, py_object *const *args, py_ssize_t nargs)
 {
     (void)self;
-    long grad = py->LongAsLong(nargs == 2 ? args[0] : py->none);
-    long pid = grad == -1 || args[1] == py->none ? -2 : py->LongAsLong(args[1]);
+    long grad = py->LongAsLong(nargs == 1 || nargs == 2 ? args[0] : py->none);
+    long pid = grad == -1 || nargs == 1 || args[1] == py->none ? -2 : py->LongAsLong(args[1]);
     if (grad == -1 || pid == -1)
         return NULL; /* TypeError or OverflowError, set by PyLong_AsLong */
     in_module_call = 1;

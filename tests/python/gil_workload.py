@@ -31,6 +31,7 @@ time.sleep(0.05)
 before = ran[0]
 for _ in range(20000):
     leave(enter(True, 1))
+    leave(enter(True))  # as hooks older than the library call it: no path id
     backward_exit(True, backward_enter(True))
 after = ran[0]
 for _ in range(20000):

@@ -71,9 +71,10 @@ def _load_api():
     except (AttributeError, ValueError, KeyError, TypeError):  # an older library, no CPython API
         enter = leave = nested = None
         backward = (None,) * 4
-    if None in (enter, leave, nested):  # they keep one thread-local between them: all or none
+    # All or none: they keep a thread-local and counts between them, and a library without the
+    # backward ones is older than these hooks (its forward_enter takes no path id).
+    if None in (enter, leave, nested) + backward:
         enter = leave = nested = None
-    if None in backward:  # they keep the counts between them: all or none
         backward = (None,) * 4
     return (begin, end, mark, note_oom, enter, leave, nested) + backward
 
