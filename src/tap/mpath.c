@@ -239,9 +239,7 @@ void vt_mpath_look_frames(void)
     uint32_t id = first_bound(&module, 1, &at);
     if (!id)
         id = unbound_id();
-    if (id && atomic_load_explicit(&vramtap_module_backward, memory_order_relaxed))
-        id |= VT_MPATH_RECOMPUTED;
-    vt_mpath_looked = 1ull << 32 | id;
+    vt_mpath_looked = 1ull << 32 | vt_mpath_as_now(id);
 }
 
 VT_EXPORT unsigned int vramtap_module_here(void)

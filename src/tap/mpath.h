@@ -26,6 +26,14 @@ extern VT_EXPORT _Atomic uint32_t vramtap_module_allocs;
 /* Backward calls running (the hooks count them): a module call then is a recomputation. */
 extern VT_EXPORT _Atomic uint32_t vramtap_module_backward;
 
+/* Path id as a module call made now runs it: marked as a recomputation while a backward runs. */
+static inline uint32_t vt_mpath_as_now(uint32_t id)
+{
+    return id && atomic_load_explicit(&vramtap_module_backward, memory_order_relaxed)
+               ? id | VT_MPATH_RECOMPUTED
+               : id;
+}
+
 /* Where the allocating thread's Python frames are read, the hooks name the module of every
  * module call once (vramtap_module_bind, by the module object's address), and the module of an
  * allocation is that of the innermost frame running their module-call wrapper, read before the

@@ -1,14 +1,14 @@
 /* The calls the PyTorch hooks make at every step (a phase's begin and end, the step mark, an
  * outermost module call's enter and exit, a module call's question whether it is nested in one,
  * a backward call's enter and exit, the backward hooks that make a module current), as Python
- * builtins: through ctypes each cost
- * about 2,500 instructions, most of them ctypes' own (argument conversion, libffi). Only a call
- * that may write an interim snapshot (ending an optimizer phase or a step mark, while a peak rose
- * since the last one) lets go of the GIL, as a ctypes call does. The others keep it: the books'
- * lock they take is never held by a thread that waits for the GIL, and letting go hands the GIL
- * to any thread waiting for it (a data loader's), which the training thread must then wait out,
- * at every phase boundary. A peak that rises on another thread between the look and the step
- * boundary gets its file written with the GIL held: other Python threads wait, nothing blocks. */
+ * builtins: through ctypes each cost about 2,500 instructions, most of them ctypes' own
+ * (argument conversion, libffi). Only a call that may write an interim snapshot (ending an
+ * optimizer phase or a step mark, while a peak rose since the last one) lets go of the GIL, as
+ * a ctypes call does. The others keep it: the books' lock they take is never held by a thread
+ * that waits for the GIL, and letting go hands the GIL to any thread waiting for it (a data
+ * loader's), which the training thread must then wait out, at every phase boundary. A peak that
+ * rises on another thread between the look and the step boundary gets its file written with the
+ * GIL held: other Python threads wait, nothing blocks. */
 #include <stdatomic.h>
 
 #include "mpath.h"
@@ -90,10 +90,7 @@ static py_object *on_forward_enter(py_object *self, py_object *const *args, py_s
         return NULL; /* TypeError or OverflowError, set by PyLong_AsLong */
     in_module_call = 1;
     if (pid >= 0) {
-        uint32_t id = (uint32_t)pid;
-        if (id && atomic_load_explicit(&vramtap_module_backward, memory_order_relaxed))
-            id |= VT_MPATH_RECOMPUTED;
-        root_prev = vramtap_module_enter(id);
+        root_prev = vramtap_module_enter(vt_mpath_as_now((uint32_t)pid));
         root_kept = 1;
     }
     if (atomic_fetch_add(&outer_calls, 1) > 0) {
