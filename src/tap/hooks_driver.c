@@ -56,8 +56,10 @@ VT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
     vt_guard_enter();
     CUresult rc = real(p, size);
     vt_guard_leave();
-    if (recording())
+    if (recording()) {
+        vt_live_prefetch(p && rc == CUDA_SUCCESS ? *p : 0);
         note(rc, VT_API_cuMemAlloc_v2, VT_KIND_DEVICE, vt_device_current(), p ? *p : 0, size);
+    }
     return rc;
 }
 
@@ -112,6 +114,7 @@ static CUresult alloc_async(__typeof__(&cuMemAllocAsync) real, int ptsz, CUdevic
     vt_guard_leave();
     if (recording()) {
         CUdeviceptr ptr = p && rc == CUDA_SUCCESS ? *p : 0;
+        vt_live_prefetch(ptr);
         note(rc, VT_API_cuMemAllocAsync, VT_KIND_POOL, vt_device_of_stream((uintptr_t)s, ptsz, ptr),
              ptr, size);
     }

@@ -55,6 +55,7 @@ VT_EXPORT cudaError_t cudaMalloc(void **p, size_t size)
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size);
     vt_guard_leave();
+    vt_live_prefetch(p && rc == cudaSuccess ? (uintptr_t)*p : 0);
     note(outer, rc, VT_API_cudaMalloc, VT_KIND_DEVICE, vt_device_current(), p ? *p : NULL, size);
     return rc;
 }
@@ -115,6 +116,7 @@ static cudaError_t malloc_async(__typeof__(&cudaMallocAsync) real, void **p, siz
     cudaError_t rc = real(p, size, s);
     vt_guard_leave();
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
+    vt_live_prefetch((uintptr_t)ptr);
     note(outer, rc, VT_API_cudaMallocAsync, VT_KIND_POOL,
          vt_device_of_stream((uintptr_t)s, 0, (uintptr_t)ptr), ptr, size);
     return rc;

@@ -764,6 +764,11 @@ static uint32_t insert_live(vt_birth *b, uintptr_t addr, uint32_t h, vt_api api,
     return rec;
 }
 
+void vt_live_prefetch(uintptr_t addr)
+{
+    prefetch_slot(key_hash(addr));
+}
+
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
     uint32_t h = key_hash(addr);
