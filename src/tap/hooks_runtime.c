@@ -43,6 +43,17 @@ static void note(int outer, cudaError_t rc, vt_api api, vt_kind kind, int device
         vt_note_alloc(api, kind, device, (uintptr_t)p, size);
 }
 
+/* An allocation on the current device: its slot is fetched before the device is asked for
+ * (vt_live_prefetch). */
+static void note_current(int outer, cudaError_t rc, vt_api api, vt_kind kind, void *p,
+                         uint64_t size)
+{
+    if (!outer || vt_cfg.disabled)
+        return;
+    vt_live_prefetch(rc == cudaSuccess ? (uintptr_t)p : 0);
+    note(outer, rc, api, kind, vt_device_current(), p, size);
+}
+
 static void note_free(int outer, const void *p)
 {
     if (outer && p && !vt_cfg.disabled)
@@ -55,8 +66,7 @@ VT_EXPORT cudaError_t cudaMalloc(void **p, size_t size)
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size);
     vt_guard_leave();
-    vt_live_prefetch(p && rc == cudaSuccess ? (uintptr_t)*p : 0);
-    note(outer, rc, VT_API_cudaMalloc, VT_KIND_DEVICE, vt_device_current(), p ? *p : NULL, size);
+    note_current(outer, rc, VT_API_cudaMalloc, VT_KIND_DEVICE, p ? *p : NULL, size);
     return rc;
 }
 
@@ -66,8 +76,7 @@ VT_EXPORT cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flag
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size, flags);
     vt_guard_leave();
-    note(outer, rc, VT_API_cudaMallocManaged, VT_KIND_MANAGED, vt_device_current(), p ? *p : NULL,
-         size);
+    note_current(outer, rc, VT_API_cudaMallocManaged, VT_KIND_MANAGED, p ? *p : NULL, size);
     return rc;
 }
 
@@ -79,8 +88,7 @@ VT_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, siz
     vt_guard_leave();
     uint64_t size =
         rc == cudaSuccess && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
-    note(outer, rc, VT_API_cudaMallocPitch, VT_KIND_DEVICE, vt_device_current(), p ? *p : NULL,
-         size);
+    note_current(outer, rc, VT_API_cudaMallocPitch, VT_KIND_DEVICE, p ? *p : NULL, size);
     return rc;
 }
 
@@ -92,8 +100,7 @@ VT_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent 
     vt_guard_leave();
     uint64_t rows = (uint64_t)extent.height * extent.depth;
     uint64_t size = rc == cudaSuccess && pp ? (uint64_t)pp->pitch * rows : extent.width * rows;
-    note(outer, rc, VT_API_cudaMalloc3D, VT_KIND_DEVICE, vt_device_current(), pp ? pp->ptr : NULL,
-         size);
+    note_current(outer, rc, VT_API_cudaMalloc3D, VT_KIND_DEVICE, pp ? pp->ptr : NULL, size);
     return rc;
 }
 
@@ -141,6 +148,7 @@ static cudaError_t malloc_from_pool(__typeof__(&cudaMallocFromPoolAsync) real, v
     cudaError_t rc = real(p, size, pool, s);
     vt_guard_leave();
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
+    vt_live_prefetch((uintptr_t)ptr);
     int device = vt_device_of_pointer((uintptr_t)ptr);
     if (outer && ptr)
         vt_note_pool(device, (uintptr_t)pool);

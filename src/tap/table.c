@@ -772,7 +772,6 @@ void vt_live_prefetch(uintptr_t addr)
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
 {
     uint32_t h = key_hash(addr);
-    prefetch_slot(h);
     vt_coverage_interposed(api, size);
     uint32_t site = birth_site_here();
     int flags = 0, in_range = device_in_range(device);
