@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "history.h"
 #include "grow.h"
@@ -219,6 +220,33 @@ static atomic_flag populating = ATOMIC_FLAG_INIT;
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it and the pages fault */
 #endif
 
+/* Whether the events' pages not yet populated are asked for in huge pages. Populating 2 MiB of
+ * huge pages takes 0.1 to 0.3 ms of CPU where the system has them at hand; on a virtual machine
+ * whose host takes the guest's free memory back, 4.3 to 4.7 ms a huge page once it runs short,
+ * where 2 MiB of small pages take 0.6 to 1 ms. A chunk in huge pages that took longer than
+ * VRAMTAP_HUGE_SLOW_US of the thread's CPU time turns the rest to small pages. Read and written
+ * by the thread that populates (`populating` held), and at start. */
+static int huge_pages;
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+static uint64_t thread_cpu_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+}
+
+/* The events' pages from byte `from` on are small pages: all of them from 0, else from the next
+ * huge page's boundary (the huge page `from` is in may be populated already). */
+static void small_pages_from(size_t from)
+{
+    uintptr_t start = (uintptr_t)H.u, end = start + H.ucap * sizeof *H.u;
+    uintptr_t at = from ? (start + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : start;
+    huge_pages = 0;
+    if (at < end)
+        madvise((void *)at, end - at, MADV_NOHUGEPAGE);
+}
+
 static void *map(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -252,8 +280,10 @@ void vt_history_populate(void)
     size_t bytes = H.ucap * sizeof *H.u, ready = atomic_load(&vt_history_populated.ready);
     int saved = errno; /* the program's, whatever this call does */
     size_t want = atomic_load(&vt_history_populated.want);
+    uint64_t slow_us = 0;
     while (ready < want && ready < bytes) {
         size_t n = bytes - ready < CHUNK ? bytes - ready : CHUNK;
+        uint64_t t0 = huge_pages ? thread_cpu_us() : 0;
         if (madvise((char *)H.u + ready, n, MADV_POPULATE_WRITE)) {
             /* refused (an older kernel, no memory): recording faults its pages in, as it
              * would without this; interrupted: the next call goes on */
@@ -261,9 +291,18 @@ void vt_history_populate(void)
                 ready = SIZE_MAX;
             break;
         }
+        uint64_t took = huge_pages ? thread_cpu_us() - t0 : 0;
+        if (took > (uint64_t)vt_cfg.huge_slow_us) {
+            slow_us = took;
+            small_pages_from(ready + n);
+        }
         ready += n;
     }
     errno = saved;
+    if (slow_us)
+        vt_debug("populating 2 MiB of the allocation history's huge pages took %llu us of CPU "
+                 "(VRAMTAP_HUGE_SLOW_US=%d): small pages from here on",
+                 (unsigned long long)slow_us, vt_cfg.huge_slow_us);
     atomic_store(&vt_history_populated.ready, ready);
     atomic_flag_clear(&populating);
 }
@@ -296,8 +335,10 @@ void vt_history_init(void)
     H.late_cap = H.cap / 8 + 64;
     H.u = map(H.ucap * sizeof *H.u);
     H.late = map(H.late_cap * sizeof *H.late);
-    if (H.u)
-        madvise(H.u, H.ucap * sizeof *H.u, MADV_HUGEPAGE); /* a hint: fewer, larger faults */
+    if (H.u && vt_cfg.huge_slow_us) /* a hint: fewer, larger faults */
+        huge_pages = !madvise(H.u, H.ucap * sizeof *H.u, MADV_HUGEPAGE);
+    else if (H.u)
+        small_pages_from(0);
     if (!H.u || !H.late) {
         vt_log("no room for the allocation history (VRAMTAP_HISTORY_EVENTS=%d): kept none",
                vt_cfg.history_events);

@@ -469,6 +469,7 @@ __attribute__((constructor)) static void vt_init(void)
     vt_cfg.interim_s = env_int("VRAMTAP_INTERIM_S", 60, 0, 86400);
     vt_cfg.history_steps = env_int("VRAMTAP_HISTORY_STEPS", 3, 0, 1 << 20);
     vt_cfg.history_events = env_int("VRAMTAP_HISTORY_EVENTS", 1000000, 0, 1 << 28);
+    vt_cfg.huge_slow_us = env_int("VRAMTAP_HUGE_SLOW_US", 1500, 0, 1 << 30);
     const char *out = getenv("VRAMTAP_OUT");
     if (out && *out)
         snprintf(vt_cfg.out_dir, sizeof vt_cfg.out_dir, "%s", out);

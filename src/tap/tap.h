@@ -67,6 +67,7 @@ typedef struct {
     int interim_s;      /* VRAMTAP_INTERIM_S: seconds between interim snapshots, 0 none */
     int history_steps;  /* VRAMTAP_HISTORY_STEPS: steps in the history's first window */
     int history_events; /* VRAMTAP_HISTORY_EVENTS: events the history keeps, 0 none */
+    int huge_slow_us;   /* VRAMTAP_HUGE_SLOW_US: the history's huge pages, too slow past this */
     int is_python;      /* the program is a Python interpreter */
     int preloaded;      /* loaded by LD_PRELOAD: the wrappers record, CUPTI only counts */
     char out_dir[4096]; /* VRAMTAP_OUT (default: working directory at start) */
