@@ -227,6 +227,7 @@ static atomic_flag populating = ATOMIC_FLAG_INIT;
  * VRAMTAP_HUGE_SLOW_US of the thread's CPU time turns the rest to small pages. Read and written
  * by the thread that populates (`populating` held), and at start. */
 static int huge_pages;
+VT_HIDDEN atomic_int vt_huge_pages_slow;
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 
 static uint64_t thread_cpu_us(void)
@@ -243,6 +244,7 @@ static void small_pages_from(size_t from)
     uintptr_t start = (uintptr_t)H.u, end = start + H.ucap * sizeof *H.u;
     uintptr_t at = from ? (start + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : start;
     huge_pages = 0;
+    atomic_store_explicit(&vt_huge_pages_slow, 1, memory_order_relaxed);
     if (at < end)
         madvise((void *)at, end - at, MADV_NOHUGEPAGE);
 }

@@ -30,6 +30,9 @@ typedef struct {
 } vt_history_pages;
 extern VT_HIDDEN vt_history_pages vt_history_populated;
 VT_HIDDEN void vt_history_populate(void);
+/* 1 once huge pages are known to be slow to get here (populating the events' pages found them
+ * so, or VRAMTAP_HUGE_SLOW_US=0): the books' tables made after that are small pages too. */
+extern VT_HIDDEN atomic_int vt_huge_pages_slow;
 
 /* Outside the state lock, before an event may be recorded: populates the pages the next
  * events will use, so that recording them is not a page fault under the lock. Inline: all but

@@ -273,7 +273,9 @@ static uint32_t full_at(uint64_t cap)
 }
 
 /* Slots as memory maps past 2 MiB, in huge pages where the system allows: a lookup in a table
- * of a million allocations is then a cache miss, not a TLB miss too. */
+ * of a million allocations is then a cache miss, not a TLB miss too. Not where huge pages are
+ * slow to get (vt_huge_pages_slow): their first touch is under the books' lock, and a new huge
+ * page took 4.5 ms there. */
 #define HUGE_SLOTS (((size_t)2 << 20) / sizeof(slot))
 
 static slot *slots_new(uint64_t cap)
@@ -284,7 +286,9 @@ static slot *slots_new(uint64_t cap)
         mmap(NULL, cap * sizeof(slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    madvise(p, cap * sizeof(slot), MADV_HUGEPAGE);
+    madvise(p, cap * sizeof(slot),
+            atomic_load_explicit(&vt_huge_pages_slow, memory_order_relaxed) ? MADV_NOHUGEPAGE
+                                                                            : MADV_HUGEPAGE);
     return p;
 }
 
