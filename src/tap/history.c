@@ -325,6 +325,8 @@ static void start_step(uint64_t now)
 
 void vt_history_init(void)
 {
+    if (!vt_cfg.huge_slow_us) /* the books' tables too, history or not */
+        atomic_store_explicit(&vt_huge_pages_slow, 1, memory_order_relaxed);
     if (!vt_cfg.history_events)
         return;
     H.cap = (size_t)vt_cfg.history_events;
