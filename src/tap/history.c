@@ -222,7 +222,7 @@ static atomic_flag populating = ATOMIC_FLAG_INIT;
 
 /* Whether the events' pages not yet populated are asked for in huge pages. Populating 2 MiB of
  * huge pages takes 0.1 to 0.3 ms of CPU where the system has them at hand; on a virtual machine
- * whose host takes the guest's free memory back, 4.3 to 4.7 ms a huge page once it runs short,
+ * whose host takes the guest's free memory back, 4.3 to 6.2 ms a huge page once it runs short,
  * where 2 MiB of small pages take 0.6 to 1 ms. A chunk in huge pages that took longer than
  * VRAMTAP_HUGE_SLOW_US of the thread's CPU time turns the rest to small pages. Read and written
  * by the thread that populates (`populating` held), and at start. */
