@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import shutil
+import re
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,10 @@ if mds and jsons:
                  "8 threads: added cost a pair over 1 thread's, stacks off"):
         check(by_name.get(name, {}).get("status") == "info",
               "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
+    huge = by_name.get("the history's huge pages (200,000 pairs, stacks off)", {})
+    check(huge.get("status") == "info" and huge.get("note", "").startswith("exit 0;")
+          and re.fullmatch(r"kept|small pages after a chunk of [0-9]+ us", str(huge.get("got"))),
+          "the history's huge pages: %s" % huge)
     cost = doc["raw"].get("cost", {})
     check(len(cost.get("table", [])) == 6 and cost.get("rounds") == 3,
           "the cost table: 3 configurations on 1 and 8 threads, 3 rounds: %s" % cost.get("table"))
