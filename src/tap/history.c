@@ -230,10 +230,12 @@ static int huge_pages;
 VT_HIDDEN atomic_int vt_huge_pages_slow;
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 
+/* 0 where the clock cannot be read (a sandbox that refuses the call): nothing is then too slow. */
 static uint64_t thread_cpu_us(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t))
+        return 0;
     return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
 }
 
@@ -293,7 +295,7 @@ void vt_history_populate(void)
                 ready = SIZE_MAX;
             break;
         }
-        uint64_t took = huge_pages ? thread_cpu_us() - t0 : 0;
+        uint64_t t1 = huge_pages ? thread_cpu_us() : 0, took = t0 && t1 > t0 ? t1 - t0 : 0;
         if (took > (uint64_t)vt_cfg.huge_slow_us) {
             slow_us = took;
             small_pages_from(ready + n);
