@@ -460,12 +460,13 @@ extern VT_HIDDEN vt_state_t vt_state;
 VT_HIDDEN void vt_lock(void);
 VT_HIDDEN void vt_unlock(void);
 
-/* Recording. `site` comes from vt_stack_here() taken before the lock. */
 /* Called by a wrapper before it asks the driver which device a new allocation at addr is on:
  * the allocation's slot in the books is fetched meanwhile, as with a large live set it is a cache
  * miss. vt_note_alloc fetches nothing itself (a second fetch of the same line cost 2 ns a pair
  * at 1k live). */
 VT_HIDDEN void vt_live_prefetch(uintptr_t addr);
+
+/* Recording. `site` comes from vt_stack_here() taken before the lock. */
 VT_HIDDEN void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size);
 VT_HIDDEN void vt_note_free(uintptr_t addr);
 VT_HIDDEN void vt_note_fail(vt_api api, int device, uint64_t size, int error, int is_oom);
