@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static struct books books_ = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct books books_ = {.lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP};
 static pthread_once_t books_once = PTHREAD_ONCE_INIT;
 
 /* A knob that cannot be read is reported and ignored rather than guessed at. */
