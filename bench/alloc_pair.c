@@ -5,11 +5,17 @@
  * cpu_ns_per_pair=C faults_per_1000_pairs=F ramp_rss_kib=K": wall time, the CPU time of the
  * process (what a loaded machine's other tenants do not add to), and the page faults taken while
  * the pairs ran, each over the measured pairs only (after a warm-up of as many pairs on the main
- * thread); the ramp's wall and CPU time per allocation; the resident memory after the ramp. */
+ * thread); the ramp's wall and CPU time per allocation; the resident memory after the ramp.
+ * With ALLOC_PAIR_SPREAD=1 thread t runs on processor t modulo the processors there are: two
+ * threads on a machine of two are then one on each, every run (the scheduler otherwise puts them
+ * on one or on both, run by run). */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,9 +36,16 @@ __attribute__((noinline)) static int pair_at_depth(int depth, int i)
     return cudaFreeAsync(p, 0) != cudaSuccess;
 }
 
+/* arg: the processor to run on, + 1; NULL: wherever the scheduler puts it. */
 static void *worker(void *arg)
 {
-    (void)arg;
+    if (arg) {
+        cpu_set_t on;
+        CPU_ZERO(&on);
+        CPU_SET((int)((intptr_t)arg - 1), &on);
+        if (pthread_setaffinity_np(pthread_self(), sizeof on, &on))
+            return (void *)1;
+    }
     for (int i = 0; i < pairs; i++)
         if (pair_at_depth(chain, i))
             return (void *)1;
@@ -88,10 +101,13 @@ int main(int argc, char **argv)
     long ramp_kib = resident_kib();
     worker(NULL); /* warm-up: first-call resolution, table growth */
     pthread_t th[64];
+    const char *spread = getenv("ALLOC_PAIR_SPREAD");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int pin = spread && !strcmp(spread, "1") && cpus > 0;
     long f0 = minor_faults();
     double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
     for (int t = 0; t < threads; t++)
-        pthread_create(&th[t], NULL, worker, NULL);
+        pthread_create(&th[t], NULL, worker, pin ? (void *)(intptr_t)(t % cpus + 1) : NULL);
     int bad = 0;
     for (int t = 0; t < threads; t++) {
         void *rc;
