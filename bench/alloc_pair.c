@@ -6,9 +6,9 @@
  * process (what a loaded machine's other tenants do not add to), and the page faults taken while
  * the pairs ran, each over the measured pairs only (after a warm-up of as many pairs on the main
  * thread); the ramp's wall and CPU time per allocation; the resident memory after the ramp.
- * With ALLOC_PAIR_SPREAD=1 thread t runs on processor t modulo the processors there are: two
- * threads on a machine of two are then one on each, every run (the scheduler otherwise puts them
- * on one or on both, run by run). */
+ * With ALLOC_PAIR_SPREAD=1 thread t runs on the t-th processor the process may run on (modulo
+ * their number): two threads on a machine of two are then one on each, every run (the scheduler
+ * otherwise puts them on one or on both, run by run). */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <sched.h>
@@ -102,12 +102,16 @@ int main(int argc, char **argv)
     worker(NULL); /* warm-up: first-call resolution, table growth */
     pthread_t th[64];
     const char *spread = getenv("ALLOC_PAIR_SPREAD");
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int pin = spread && !strcmp(spread, "1") && cpus > 0;
+    int cpu[CPU_SETSIZE], cpus = 0;
+    cpu_set_t allowed;
+    if (spread && !strcmp(spread, "1") && !sched_getaffinity(0, sizeof allowed, &allowed))
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed))
+                cpu[cpus++] = c;
     long f0 = minor_faults();
     double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
     for (int t = 0; t < threads; t++)
-        pthread_create(&th[t], NULL, worker, pin ? (void *)(intptr_t)(t % cpus + 1) : NULL);
+        pthread_create(&th[t], NULL, worker, cpus ? (void *)(intptr_t)(cpu[t % cpus] + 1) : NULL);
     int bad = 0;
     for (int t = 0; t < threads; t++) {
         void *rc;
