@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "batch.h"
 #include "copies.h"
 #include "grow.h"
 #include "history.h"
@@ -123,6 +124,17 @@ static void clock_init(void)
 #endif
     start_ticks = vt_clock();
     clock_gettime(CLOCK_MONOTONIC, &start_mono);
+}
+
+/* Whether buffered events can be put in order (batch.h): one clock on every processor, read
+ * with fences, and vouched for by the kernel. */
+static int buffers_ordered(void)
+{
+#if defined(__x86_64__)
+    return vt_use_tsc;
+#else
+    return 0;
+#endif
 }
 
 double vt_start_unix(void)
@@ -441,6 +453,7 @@ static void self_path(void)
  * (same addresses). */
 static void fork_child(void)
 {
+    vt_batch_reset_after_fork();
     vt_table_reset_after_fork();
     vt_history_reset_after_fork();
     vt_coverage_reset_after_fork();
@@ -470,6 +483,17 @@ __attribute__((constructor)) static void vt_init(void)
     vt_cfg.history_steps = env_int("VRAMTAP_HISTORY_STEPS", 3, 0, 1 << 20);
     vt_cfg.history_events = env_int("VRAMTAP_HISTORY_EVENTS", 1000000, 0, 1 << 28);
     vt_cfg.huge_slow_us = env_int("VRAMTAP_HUGE_SLOW_US", 1500, 0, 1 << 30);
+    const char *buffers = getenv("VRAMTAP_THREAD_BUFFERS");
+    vt_cfg.thread_buffers = buffers && !strcmp(buffers, "auto")
+                                ? VT_BUFFERS_AUTO
+                                : env_int("VRAMTAP_THREAD_BUFFERS", VT_BUFFERS_AUTO, 0, 1);
+    if (vt_cfg.thread_buffers && !buffers_ordered()) {
+        if (vt_cfg.thread_buffers == VT_BUFFERS_ALWAYS)
+            vt_log("VRAMTAP_THREAD_BUFFERS=1 needs one clock for every processor, the TSC as the "
+                   "kernel's clock source on x86-64; each event is recorded as it happens");
+        vt_cfg.thread_buffers = VT_BUFFERS_OFF;
+    }
+    vt_buffers_init();
     const char *out = getenv("VRAMTAP_OUT");
     if (out && *out)
         snprintf(vt_cfg.out_dir, sizeof vt_cfg.out_dir, "%s", out);
@@ -508,4 +532,5 @@ __attribute__((destructor)) static void vt_fini(void)
     vt_notice_exit();
     vt_coverage_exit();
     vt_locks_debug();
+    vt_batch_debug();
 }

@@ -14,6 +14,7 @@ VT_HIDDEN vt_lock_state vt_locks[VT_LOCK_COUNT];
 VT_HIDDEN VT_TLS int vt_lock_slot;
 VT_HIDDEN vt_lock_owners vt_lock_owner;
 VT_HIDDEN vt_lock_flags vt_lock_inside[VT_LOCK_SLOTS + 1];
+VT_HIDDEN vt_lock_turns vt_lock_passed;
 
 /* Whether locks may be biased: membarrier() registered (vt_locks_init); cleared for good if it
  * ever fails. */
@@ -129,6 +130,19 @@ static void unbias(vt_lock_id id, int owner)
     errno = saved;
 }
 
+void vt_lock_turned(vt_lock_id id, unsigned run)
+{
+    vt_lock_state *l = &vt_locks[id];
+    int passed = atomic_load_explicit(&vt_lock_passed.of[id], memory_order_relaxed);
+    if (run >= VT_LOCK_SHORT_RUN) {
+        l->short_runs = 0;
+        if (passed)
+            atomic_store_explicit(&vt_lock_passed.of[id], 0, memory_order_relaxed);
+    } else if (++l->short_runs >= VT_LOCK_SHORT_RUNS && !passed) {
+        atomic_store_explicit(&vt_lock_passed.of[id], 1, memory_order_relaxed);
+    }
+}
+
 void vt_lock_after_word(vt_lock_id id)
 {
     int me = vt_lock_slot;
@@ -140,9 +154,11 @@ void vt_lock_after_word(vt_lock_id id)
     if (owner)
         unbias(id, owner);
     if (me != vt_locks[id].run_slot) {
+        vt_lock_turned(id, vt_locks[id].run);
         vt_locks[id].run_slot = me;
         vt_locks[id].run = 0;
     } else if (vt_locks[id].run >= VT_LOCK_GRANT_AFTER) {
+        vt_lock_turned(id, vt_locks[id].run); /* a long run, whoever comes next */
         vt_locks[id].run = 0;
         /* Seen by the next holder of the word, which revokes it, or by this thread's next
          * take, which goes in as owner. */
@@ -224,6 +240,8 @@ void vt_locks_after_fork_child(void)
     /* The threads that were blocked are not in the child: nobody sleeps on a word. */
     for (int i = VT_LOCK_COUNT - 1; i >= 0; i--) {
         atomic_store_explicit(&vt_lock_owner.of[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&vt_lock_passed.of[i], 0, memory_order_relaxed);
+        vt_locks[i].short_runs = 0;
         atomic_store_explicit(&grants[i], 0, memory_order_relaxed);
         atomic_store_explicit(&revokes[i], 0, memory_order_relaxed);
         atomic_store_explicit(&blocked[i], 0, memory_order_relaxed);

@@ -57,8 +57,22 @@ typedef struct {
      * the word, so that a take moves one line between processors, not three. */
     int run_slot;
     unsigned run;
+    unsigned short_runs; /* runs of takes shorter than VT_LOCK_SHORT_RUN in a row */
 } vt_lock_state;
 extern VT_HIDDEN vt_lock_state vt_locks[VT_LOCK_COUNT];
+
+/* Whether threads pass a lock between them all the time: set after VT_LOCK_SHORT_RUNS runs of
+ * takes in a row each shorter than VT_LOCK_SHORT_RUN (threads allocating at the same time), clear
+ * after a longer run (a PyTorch step's threads take turns phase by phase, thousands of takes
+ * each). Read without the lock (the books read it at every allocation): a line of its own. */
+#define VT_LOCK_SHORT_RUN 16
+#define VT_LOCK_SHORT_RUNS 16
+typedef struct {
+    _Alignas(64) atomic_int of[VT_LOCK_COUNT];
+} vt_lock_turns;
+extern VT_HIDDEN vt_lock_turns vt_lock_passed;
+/* With the word held, when this thread takes it after another thread's run of `run` takes. */
+VT_HIDDEN void vt_lock_turned(vt_lock_id id, unsigned run);
 
 /* Biased threads are numbered 1 to VT_LOCK_SLOTS - 1; 0: not numbered yet; VT_LOCK_SLOTS: a
  * thread past the numbers, never biased. */
@@ -124,6 +138,7 @@ static inline void vt_lock_take(vt_lock_id id)
     if (!me || atomic_load_explicit(&vt_lock_owner.of[id], memory_order_relaxed)) {
         vt_lock_after_word(id);
     } else if (me != vt_locks[id].run_slot) {
+        vt_lock_turned(id, vt_locks[id].run);
         vt_locks[id].run_slot = me;
         vt_locks[id].run = 0;
     } else if (++vt_locks[id].run >= VT_LOCK_GRANT_AFTER) {

@@ -56,18 +56,35 @@ static inline void vt_mpath_look(void)
         vt_mpath_look_frames();
 }
 
-/* The path of an allocation being recorded (state lock held), which it counts. */
-static inline uint32_t vt_mpath_birth(void)
+/* The path current for the calling thread's allocation. */
+static inline uint32_t vt_mpath_taken(void)
 {
-    atomic_store_explicit(&vramtap_module_allocs,
-                          atomic_load_explicit(&vramtap_module_allocs, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
     uint64_t looked = vt_mpath_looked;
     if (looked) {
         vt_mpath_looked = 0;
         return (uint32_t)looked;
     }
     return atomic_load_explicit(&vramtap_module_current, memory_order_relaxed);
+}
+
+/* The path of an allocation being recorded (state lock held), which it counts. */
+static inline uint32_t vt_mpath_birth(void)
+{
+    atomic_store_explicit(&vramtap_module_allocs,
+                          atomic_load_explicit(&vramtap_module_allocs, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    return vt_mpath_taken();
+}
+
+/* The same for an allocation buffered to be recorded later (batch.h), without the lock: counted
+ * as it happens, since the hooks read the count as a module call returns; only in a Python
+ * program, as nothing else reads it, and threads that allocate at once on different processors
+ * would pass its line between them at every allocation. */
+static inline uint32_t vt_mpath_birth_unlocked(void)
+{
+    if (vt_cfg.is_python)
+        atomic_fetch_add_explicit(&vramtap_module_allocs, 1, memory_order_relaxed);
+    return vt_mpath_taken();
 }
 
 /* Paths interned so far: a file lists these, and its records name no later one. */

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "attach.h"
+#include "batch.h"
 #include "grow.h"
 #include "identity.h"
 #include "locks.h"
@@ -422,7 +423,8 @@ static int index_put(books_index *ix, uintptr_t key, uint32_t rec)
  * One probe of each table, where looking for a stale entry and then putting took three while a
  * table grows; that change's share of moving the old slots is done here, once (it was done
  * twice, for the look and for the put), and the old slot's cache miss overlaps it. */
-static int index_gap(books_index *ix, uintptr_t key, uint32_t h, uint32_t *gap)
+static inline __attribute__((always_inline)) int index_gap(books_index *ix, uintptr_t key,
+                                                           uint32_t h, uint32_t *gap)
 {
     tab *t = &ix->cur;
     if (ix->old.s) {
@@ -511,11 +513,19 @@ struct vt_vmap {
     UT_hash_handle hh;
 };
 
-void vt_lock(void)
+/* vt_lock, inline where an allocation or a free is recorded at once. */
+static inline __attribute__((always_inline)) void lock_books(void)
 {
     vt_lock_take(VT_LOCK_STATE);
     vt_state.c.nested_calls += vt_nested_pending;
     vt_nested_pending = 0;
+    if (atomic_load_explicit(&vt_batch_rings.n, memory_order_relaxed))
+        vt_batch_apply_locked(); /* whoever reads or changes the books sees every event first */
+}
+
+void vt_lock(void)
+{
+    lock_books();
 }
 
 void vt_unlock(void)
@@ -632,15 +642,16 @@ vt_rec *vt_live_find_locked(uintptr_t addr)
 }
 
 /* Record `rec` (index + 1) is born at clock reading `now`, in `era` (next_era's, taken since
- * nothing else happened); *b is what the books and the history read of it. */
+ * nothing else happened), in module path `module` (vt_mpath_birth's); *b is what the books and
+ * the history read of it. */
 static inline __attribute__((always_inline)) void born(uint32_t rec, int era, vt_birth *b,
                                                        uintptr_t key, vt_api api, vt_kind kind,
                                                        int device, uint64_t size, uint32_t site,
-                                                       uint64_t now)
+                                                       uint32_t module, uint64_t now)
 {
     uint64_t id = ++vt_state.next_id;
     vt_mark m = vt_mark_at_locked(now);
-    uint32_t mpath = vt_rec_mpath_pack(vt_mpath_birth());
+    uint32_t mpath = vt_rec_mpath_pack(module);
     vt_rec *r = rec_at(rec - 1);
     *r = (vt_rec){.key = key,
                   .time = m.time,
@@ -672,7 +683,7 @@ static inline uint32_t birth_site_here(void)
 /* A new record in `ix` (its index + 1) born as *b at clock reading `now`, or 0 (counted as
  * dropped) when memory ran out. */
 static uint32_t insert(books_index *ix, vt_birth *b, uintptr_t key, vt_api api, vt_kind kind,
-                       int device, uint64_t size, uint32_t site, uint64_t now)
+                       int device, uint64_t size, uint32_t site, uint32_t module, uint64_t now)
 {
     int era = next_era(size);
     uint32_t rec = key && era >= 0 ? rec_new() : 0;
@@ -682,7 +693,7 @@ static uint32_t insert(books_index *ix, vt_birth *b, uintptr_t key, vt_api api, 
         vt_state.c.dropped++;
         return 0;
     }
-    born(rec, era, b, key, api, kind, device, size, site, now);
+    born(rec, era, b, key, api, kind, device, size, site, module, now);
     return rec;
 }
 
@@ -720,6 +731,25 @@ static void drop_stale(books_index *ix, uintptr_t key, uint64_t now)
         account_free(rec, now);
 }
 
+/* What every allocating thread reads to know whether to buffer its event (batch.h): not on a
+ * line the books' holder writes. */
+static struct {
+    /* the flag that says events are buffered now: vt_lock_passed's (VRAMTAP_THREAD_BUFFERS
+     * unset), `always` (1), NULL (0) */
+    _Alignas(64) atomic_int *now;
+    atomic_int always;
+    /* the devices whose facts the driver gave, or was asked for often enough: until then each
+     * allocation on one is recorded at once, so that it asks for them at once */
+    atomic_uchar settled[VT_MAX_DEVICES];
+} buffers = {.always = 1};
+
+void vt_buffers_init(void)
+{
+    buffers.now = vt_cfg.thread_buffers == VT_BUFFERS_AUTO     ? &vt_lock_passed.of[VT_LOCK_STATE]
+                  : vt_cfg.thread_buffers == VT_BUFFERS_ALWAYS ? &buffers.always
+                                                               : NULL;
+}
+
 /* VT_PEAK_SAMPLE_GAP_S in ticks; 0 until the clock's rate is known. */
 static uint64_t peak_gap_ticks;
 
@@ -727,12 +757,16 @@ static uint64_t peak_gap_ticks;
  * the device's facts are asked for at its first use and, while the driver cannot give them
  * (not initialised yet for a driver-API program that allocates before cuInit's effects reach
  * this thread), at the next few; a new peak is sampled as sample.h says. */
-static int sampling_locked(vt_device *d, int flags, uint64_t now)
+static inline __attribute__((always_inline)) int sampling_locked(vt_device *d, int flags,
+                                                                 uint64_t now)
 {
     int out = 0;
     if (((flags & VT_FIRST_USE) || !d->name[0]) && d->info_attempts < 4) {
         d->info_attempts++;
         out |= VT_ASK_INFO;
+    } else if (!d->info_settled) {
+        d->info_settled = 1;
+        atomic_store_explicit(&buffers.settled[d - vt_state.dev], 1, memory_order_relaxed);
     }
     if (!(flags & VT_NEW_PEAK))
         return out;
@@ -749,13 +783,14 @@ static int sampling_locked(vt_device *d, int flags, uint64_t now)
 
 /* A device allocation at addr, of hash h, at clock reading `now`: drop_stale, then insert, in
  * one probe of the index where it has room (index_gap). */
-static uint32_t insert_live(vt_birth *b, uintptr_t addr, uint32_t h, vt_api api, vt_kind kind,
-                            int device, uint64_t size, uint32_t site, uint64_t now)
+static inline __attribute__((always_inline)) uint32_t
+insert_live(vt_birth *b, uintptr_t addr, uint32_t h, vt_api api, vt_kind kind, int device,
+            uint64_t size, uint32_t site, uint32_t module, uint64_t now)
 {
     uint32_t gap, rec;
     if (!addr || index_gap(&live_ix, addr, h, &gap)) {
         drop_stale(&live_ix, addr, now);
-        return insert(&live_ix, b, addr, api, kind, device, size, site, now);
+        return insert(&live_ix, b, addr, api, kind, device, size, site, module, now);
     }
     int era = next_era(size);
     if (era < 0 || !(rec = rec_new())) {
@@ -764,13 +799,105 @@ static uint32_t insert_live(vt_birth *b, uintptr_t addr, uint32_t h, vt_api api,
     }
     live_ix.cur.s[gap] = (slot){h, rec};
     live_ix.cur.n++;
-    born(rec, era, b, addr, api, kind, device, size, site, now);
+    born(rec, era, b, addr, api, kind, device, size, site, module, now);
     return rec;
 }
 
 void vt_live_prefetch(uintptr_t addr)
 {
     prefetch_slot(key_hash(addr));
+}
+
+/* The driver's figures a new peak or a device's first use asks for, found while buffered
+ * events were applied (lock held): taken after the lock, by the next thread that buffers an
+ * event. */
+static uint8_t samples_due[VT_MAX_DEVICES];
+static struct {
+    _Alignas(64) atomic_int any; /* read at every buffered event: a line of its own */
+} samples_waiting;
+
+void vt_event_apply_locked(const vt_event *e)
+{
+    vt_state.c.nested_calls += e->nested;
+    if (e->free) {
+        uint32_t rec = e->addr ? index_take_hashed(&live_ix, e->addr, e->hash) : 0;
+        if (rec)
+            account_free(rec, e->now);
+        else
+            vt_state.c.unknown_frees++;
+        return;
+    }
+    if (!device_ok(e->in_range))
+        return;
+    vt_birth b;
+    uint32_t rec = insert_live(&b, e->addr, e->hash, e->api, e->kind, e->device, e->size, e->site,
+                               e->mpath, e->now);
+    int flags =
+        rec ? sampling_locked(&vt_state.dev[e->device], account_alloc(rec, &b), b.birth.time) : 0;
+    if (flags) {
+        samples_due[e->device] |= (uint8_t)flags;
+        atomic_store_explicit(&samples_waiting.any, 1, memory_order_relaxed);
+    }
+}
+
+/* Whether an event goes to the thread's buffer (an allocation: on `device`, in range, -1 for a
+ * free). */
+static inline int buffering(int device)
+{
+    atomic_int *now = buffers.now;
+    if (!now || !atomic_load_explicit(now, memory_order_relaxed))
+        return 0;
+    return device < 0 || atomic_load_explicit(&buffers.settled[device], memory_order_relaxed);
+}
+
+/* After buffering an event (`full`: vt_batch_add's 1): applies a full buffer, and takes the
+ * samples applied events asked for. */
+static void after_buffering(int full)
+{
+    if (full) {
+        vt_lock();
+        vt_unlock();
+    }
+    if (!atomic_load_explicit(&samples_waiting.any, memory_order_relaxed))
+        return;
+    uint8_t due[VT_MAX_DEVICES];
+    vt_lock();
+    memcpy(due, samples_due, sizeof due);
+    memset(samples_due, 0, sizeof samples_due);
+    atomic_store_explicit(&samples_waiting.any, 0, memory_order_relaxed);
+    vt_unlock();
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        if (due[d])
+            vt_sample_after_alloc(d, due[d] & VT_ASK_INFO, due[d] & VT_PEAK_SAMPLE);
+}
+
+/* Buffers event e for the calling thread (its clock reading and the thread's nested calls
+ * taken here): 0, or -1 when the thread has no buffer. Kept out of the recording functions:
+ * what they run when nothing is buffered stays as short as it was. */
+static __attribute__((noinline)) int buffer(vt_event *e)
+{
+    e->nested = (uint32_t)vt_nested_pending;
+    int buffered = vt_batch_add(e);
+    if (buffered < 0)
+        return -1;
+    vt_nested_pending = 0;
+    after_buffering(buffered);
+    return 0;
+}
+
+/* An allocation on a device in range, buffered, or recorded at once with its module path as
+ * buffering took it. */
+static __attribute__((noinline)) void alloc_buffered(vt_event *e)
+{
+    e->mpath = vt_mpath_birth_unlocked();
+    if (!buffer(e))
+        return;
+    e->nested = 0; /* vt_lock counts them */
+    vt_lock();
+    e->now = vt_clock();
+    vt_event_apply_locked(e);
+    vt_unlock();
+    after_buffering(0);
 }
 
 void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_t size)
@@ -781,11 +908,23 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     int flags = 0, in_range = device_in_range(device);
     vt_history_prepare();
     vt_books_prepare();
+    if (in_range && buffering(device)) {
+        alloc_buffered(&(vt_event){.addr = addr,
+                                   .size = size,
+                                   .hash = h,
+                                   .site = site,
+                                   .device = (int16_t)device,
+                                   .api = (uint8_t)api,
+                                   .kind = (uint8_t)kind,
+                                   .in_range = 1});
+        return;
+    }
     uint64_t now = vt_clock();
-    vt_lock();
+    lock_books();
     if (device_ok(in_range)) {
         vt_birth b;
-        uint32_t rec = insert_live(&b, addr, h, api, kind, device, size, site, now);
+        uint32_t rec =
+            insert_live(&b, addr, h, api, kind, device, size, site, vt_mpath_birth(), now);
         if (rec)
             flags = sampling_locked(&vt_state.dev[device], account_alloc(rec, &b), b.birth.time);
     }
@@ -800,8 +939,10 @@ void vt_note_free(uintptr_t addr)
     prefetch_slot(h);
     vt_history_prepare();
     vt_books_prepare(); /* the peak may keep the record */
+    if (buffering(-1) && !buffer(&(vt_event){.addr = addr, .hash = h, .free = 1}))
+        return;
     uint64_t now = vt_clock();
-    vt_lock();
+    lock_books();
     uint32_t rec = addr ? index_take_hashed(&live_ix, addr, h) : 0;
     if (rec)
         account_free(rec, now);
@@ -830,7 +971,8 @@ void vt_note_host_alloc(vt_api api, uintptr_t addr, uint64_t size)
     vt_lock();
     host_drop(addr);
     vt_birth b;
-    uint32_t rec = insert(&host_ix, &b, addr, api, VT_KIND_HOST, 0, size, site, now);
+    uint32_t rec =
+        insert(&host_ix, &b, addr, api, VT_KIND_HOST, 0, size, site, vt_mpath_birth(), now);
     if (rec) {
         vt_state.c.host_allocs++;
         vt_state.hostmem.allocs++;
@@ -962,7 +1104,7 @@ void vt_note_vmm_create(uintptr_t handle, int device, uint64_t size)
         vt_birth b;
         if (e && extra_add(e, handle)) {
             if (!(rec = insert(&vmm_ix, &b, handle, VT_API_cuMemCreate, VT_KIND_VMM, device, size,
-                               site, vt_clock())))
+                               site, vt_mpath_birth(), vt_clock())))
                 HASH_DEL(extras, e);
         } else {
             vt_state.c.dropped++;
@@ -1168,6 +1310,10 @@ void vt_table_reset_after_fork(void)
     pending_ooms = 0;
     neras = 0;
     reach.size_end = 0;
+    memset(samples_due, 0, sizeof samples_due);
+    atomic_store(&samples_waiting.any, 0);
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        atomic_store(&buffers.settled[d], 0);
     /* The phase the parent was in carries on in the child. */
     vt_state.phase = phase;
     vt_state.step = step;

@@ -347,6 +347,7 @@ typedef struct {
     uint64_t last_peak_sample; /* ticks */
     uint64_t peak_samples;
     int info_attempts;
+    int info_settled;              /* no more asking for the device's facts (buffering, table.c) */
     int64_t last_used;             /* total - free of the latest sample, -1 before any */
     int64_t used_at_peak;          /* of the latest sample at or before the peak, -1 if none */
     int64_t last_rss, rss_at_peak; /* the same for the process's resident host memory */

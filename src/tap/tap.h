@@ -68,6 +68,7 @@ typedef struct {
     int history_steps;  /* VRAMTAP_HISTORY_STEPS: steps in the history's first window */
     int history_events; /* VRAMTAP_HISTORY_EVENTS: events the history keeps, 0 none */
     int huge_slow_us;   /* VRAMTAP_HUGE_SLOW_US: the history's huge pages, too slow past this */
+    int thread_buffers; /* VRAMTAP_THREAD_BUFFERS, where the clock allows it (batch.h) */
     int is_python;      /* the program is a Python interpreter */
     int preloaded;      /* loaded by LD_PRELOAD: the wrappers record, CUPTI only counts */
     char out_dir[4096]; /* VRAMTAP_OUT (default: working directory at start) */
