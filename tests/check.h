@@ -4,6 +4,8 @@
 #define VT_CHECK_H
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,21 @@ static inline double check_now(void)
             check_failures++;                                                                      \
         }                                                                                          \
     } while (0)
+
+/* Runs fn on n threads at once, each given its number (0 to n - 1), and checks that each
+ * returned NULL. */
+static inline void check_threads(int n, void *(*fn)(void *))
+{
+    pthread_t th[64];
+    CHECK(n <= 64);
+    for (int t = 0; t < n && t < 64; t++)
+        CHECK_EQ_INT(pthread_create(&th[t], NULL, fn, (void *)(intptr_t)t), 0);
+    for (int t = 0; t < n && t < 64; t++) {
+        void *rc;
+        pthread_join(th[t], &rc);
+        CHECK(rc == NULL);
+    }
+}
 
 #define CHECK_EQ_STR(a, b)                                                                         \
     do {                                                                                           \

@@ -74,31 +74,12 @@ static void *in_turns(void *arg)
     return NULL;
 }
 
-static void wave(void)
-{
-    pthread_t th[THREADS];
-    for (int t = 0; t < THREADS; t++)
-        CHECK_EQ_INT(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t), 0);
-    for (int t = 0; t < THREADS; t++) {
-        void *rc;
-        pthread_join(th[t], &rc);
-        CHECK(rc == NULL);
-    }
-}
-
 int main(void)
 {
     CHECK_EQ_INT(pthread_barrier_init(&turn, NULL, THREADS), 0);
-    pthread_t two[2];
-    for (int t = 0; t < 2; t++)
-        CHECK_EQ_INT(pthread_create(&two[t], NULL, in_turns, (void *)(intptr_t)t), 0);
-    for (int t = 0; t < 2; t++) {
-        void *rc;
-        pthread_join(two[t], &rc);
-        CHECK(rc == NULL);
-    }
-    wave();
-    wave();
+    check_threads(2, in_turns);
+    check_threads(THREADS, worker);
+    check_threads(THREADS, worker); /* takes over the buffers of the threads before */
     size_t largest = 0;
     for (int r = 0; r < ROUNDS; r++)
         largest = round_bytes(r) > largest ? round_bytes(r) : largest;

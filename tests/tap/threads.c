@@ -35,14 +35,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    pthread_t th[THREADS];
-    for (int t = 0; t < THREADS; t++)
-        CHECK_EQ_INT(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t), 0);
-    for (int t = 0; t < THREADS; t++) {
-        void *rc;
-        pthread_join(th[t], &rc);
-        CHECK(rc == NULL);
-    }
+    check_threads(THREADS, worker);
     unsigned long long live[2] = {0, 0};
     for (int t = 0; t < THREADS; t++)
         live[t & 1] += kept_bytes[t];
