@@ -1207,7 +1207,9 @@ def section_frames(ctx):
 
 
 # The cost section's configurations: the environment each adds to the pair program's.
-COST_CONFIGS = (("plain", {}), ("stacks off", {"VRAMTAP_STACKS": "0"}), ("default", {}))
+COST_CONFIGS = (("plain", {}), ("stacks off", {"VRAMTAP_STACKS": "0"}),
+                ("never buffered", {"VRAMTAP_STACKS": "0", "VRAMTAP_THREAD_BUFFERS": "0"}),
+                ("default", {}))
 COST_LIVE = 1000
 
 
@@ -1295,6 +1297,13 @@ def section_cost(ctx):
                    note="%+.1f ns a pair of the 8 threads' wall time against %+.1f ns; CPU time "
                         "%+.1f against %+.1f ns" % (eight, one, added("stacks off", 8, 1),
                                                     added("stacks off", 1, 1)))
+    never, never_one = added("never buffered", 8, 0), added("never buffered", 1, 0)
+    ctx.checks.add(sec, "8 threads, never buffered: added cost a pair over 1 thread's",
+                   "shown only", "%.2fx" % (never / never_one if never_one > 0 else float("inf")),
+                   kind="info",
+                   note="VRAMTAP_THREAD_BUFFERS=0, every event recorded at once under the books' "
+                        "lock (docs/api.md): %+.1f ns a pair of the 8 threads' wall time against "
+                        "%+.1f ns" % (never, never_one))
     huge_pages_check(ctx, sec, exe, out)
 
 

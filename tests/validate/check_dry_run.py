@@ -114,8 +114,12 @@ if mds and jsons:
           and re.fullmatch(r"kept|small pages after a chunk of [0-9]+ us", str(huge.get("got"))),
           "the history's huge pages: %s" % huge)
     cost = doc["raw"].get("cost", {})
-    check(len(cost.get("table", [])) == 6 and cost.get("rounds") == 3,
-          "the cost table: 3 configurations on 1 and 8 threads, 3 rounds: %s" % cost.get("table"))
+    check(len(cost.get("table", [])) == 8 and cost.get("rounds") == 3,
+          "the cost table: 4 configurations on 1 and 8 threads, 3 rounds: %s" % cost.get("table"))
+    never = by_name.get("8 threads, never buffered: added cost a pair over 1 thread's", {})
+    check(never.get("status") == "info" and re.fullmatch(r"[0-9.]+x|infx", str(never.get("got")))
+          and "VRAMTAP_THREAD_BUFFERS=0" in never.get("note", ""),
+          "8 threads never buffered: %s" % never)
     cov = doc["raw"].get("coverage", {}).get("coverage, dynamic runtime", {})
     check(cov.get("cupti", {}).get("allocations", 0) > 0, "no coverage figures for the routes: %s"
           % cov)
