@@ -850,16 +850,9 @@ static inline int buffering(int device)
     return device < 0 || atomic_load_explicit(&buffers.settled[device], memory_order_relaxed);
 }
 
-/* After buffering an event (`full`: vt_batch_add's 1): applies a full buffer, and takes the
- * samples applied events asked for. */
-static void after_buffering(int full)
+/* Takes the samples that applied events asked for (outside the lock). */
+static __attribute__((noinline)) void take_due_samples(void)
 {
-    if (full) {
-        vt_lock();
-        vt_unlock();
-    }
-    if (!atomic_load_explicit(&samples_waiting.any, memory_order_relaxed))
-        return;
     uint8_t due[VT_MAX_DEVICES];
     vt_lock();
     memcpy(due, samples_due, sizeof due);
@@ -869,6 +862,18 @@ static void after_buffering(int full)
     for (int d = 0; d < VT_MAX_DEVICES; d++)
         if (due[d])
             vt_sample_after_alloc(d, due[d] & VT_ASK_INFO, due[d] & VT_PEAK_SAMPLE);
+}
+
+/* After buffering an event (`full`: vt_batch_add's 1): applies a full buffer, and takes the
+ * samples applied events asked for. */
+static void after_buffering(int full)
+{
+    if (full) {
+        vt_lock();
+        vt_unlock();
+    }
+    if (atomic_load_explicit(&samples_waiting.any, memory_order_relaxed))
+        take_due_samples();
 }
 
 /* Buffers event e for the calling thread (its clock reading and the thread's nested calls
@@ -931,6 +936,9 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     vt_unlock();
     if (flags)
         vt_sample_after_alloc(device, flags & VT_ASK_INFO, flags & VT_PEAK_SAMPLE);
+    /* what buffered events asked for, when the buffering has stopped since */
+    if (atomic_load_explicit(&samples_waiting.any, memory_order_relaxed))
+        take_due_samples();
 }
 
 void vt_note_free(uintptr_t addr)
