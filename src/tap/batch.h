@@ -38,8 +38,7 @@ typedef struct {
     uint32_t nested;      /* the thread's nested CUDA calls before it (vt_nested_pending) */
     int16_t device;
     uint8_t api, kind;
-    uint8_t free;     /* a free: addr only */
-    uint8_t in_range; /* the device is one the books record */
+    uint8_t free; /* a free: addr only; an allocation is on a device the books record */
 } vt_event;
 
 /* VRAMTAP_THREAD_BUFFERS: 0 never, 1 always, 2 (the default) while threads pass the books' lock

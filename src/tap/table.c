@@ -808,6 +808,29 @@ void vt_live_prefetch(uintptr_t addr)
     prefetch_slot(key_hash(addr));
 }
 
+/* An allocation at addr (hash h) on a device the books record, recorded with the lock held, read
+ * from the clock at `now`: the samples it asks for (sampling_locked's flags). */
+static inline __attribute__((always_inline)) int alloc_locked(uintptr_t addr, uint32_t h,
+                                                              vt_api api, vt_kind kind, int device,
+                                                              uint64_t size, uint32_t site,
+                                                              uint32_t module, uint64_t now)
+{
+    vt_birth b;
+    uint32_t rec = insert_live(&b, addr, h, api, kind, device, size, site, module, now);
+    return rec ? sampling_locked(&vt_state.dev[device], account_alloc(rec, &b), b.birth.time) : 0;
+}
+
+/* A free of addr (hash h) recorded with the lock held, read from the clock at `now`. */
+static inline __attribute__((always_inline)) void free_locked(uintptr_t addr, uint32_t h,
+                                                              uint64_t now)
+{
+    uint32_t rec = addr ? index_take_hashed(&live_ix, addr, h) : 0;
+    if (rec)
+        account_free(rec, now);
+    else
+        vt_state.c.unknown_frees++;
+}
+
 /* The driver's figures a new peak or a device's first use asks for, found while buffered
  * events were applied (lock held): taken after the lock, by the next thread that buffers an
  * event. */
@@ -820,20 +843,11 @@ void vt_event_apply_locked(const vt_event *e)
 {
     vt_state.c.nested_calls += e->nested;
     if (e->free) {
-        uint32_t rec = e->addr ? index_take_hashed(&live_ix, e->addr, e->hash) : 0;
-        if (rec)
-            account_free(rec, e->now);
-        else
-            vt_state.c.unknown_frees++;
+        free_locked(e->addr, e->hash, e->now);
         return;
     }
-    if (!device_ok(e->in_range))
-        return;
-    vt_birth b;
-    uint32_t rec = insert_live(&b, e->addr, e->hash, e->api, e->kind, e->device, e->size, e->site,
-                               e->mpath, e->now);
-    int flags =
-        rec ? sampling_locked(&vt_state.dev[e->device], account_alloc(rec, &b), b.birth.time) : 0;
+    int flags = alloc_locked(e->addr, e->hash, e->api, e->kind, e->device, e->size, e->site,
+                             e->mpath, e->now);
     if (flags) {
         samples_due[e->device] |= (uint8_t)flags;
         atomic_store_explicit(&samples_waiting.any, 1, memory_order_relaxed);
@@ -910,7 +924,7 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
     uint32_t h = key_hash(addr);
     vt_coverage_interposed(api, size);
     uint32_t site = birth_site_here();
-    int flags = 0, in_range = device_in_range(device);
+    int in_range = device_in_range(device);
     vt_history_prepare();
     vt_books_prepare();
     if (in_range && buffering(device)) {
@@ -920,19 +934,14 @@ void vt_note_alloc(vt_api api, vt_kind kind, int device, uintptr_t addr, uint64_
                                    .site = site,
                                    .device = (int16_t)device,
                                    .api = (uint8_t)api,
-                                   .kind = (uint8_t)kind,
-                                   .in_range = 1});
+                                   .kind = (uint8_t)kind});
         return;
     }
     uint64_t now = vt_clock();
     lock_books();
-    if (device_ok(in_range)) {
-        vt_birth b;
-        uint32_t rec =
-            insert_live(&b, addr, h, api, kind, device, size, site, vt_mpath_birth(), now);
-        if (rec)
-            flags = sampling_locked(&vt_state.dev[device], account_alloc(rec, &b), b.birth.time);
-    }
+    int flags = device_ok(in_range)
+                    ? alloc_locked(addr, h, api, kind, device, size, site, vt_mpath_birth(), now)
+                    : 0;
     vt_unlock();
     if (flags)
         vt_sample_after_alloc(device, flags & VT_ASK_INFO, flags & VT_PEAK_SAMPLE);
@@ -951,11 +960,7 @@ void vt_note_free(uintptr_t addr)
         return;
     uint64_t now = vt_clock();
     lock_books();
-    uint32_t rec = addr ? index_take_hashed(&live_ix, addr, h) : 0;
-    if (rec)
-        account_free(rec, now);
-    else
-        vt_state.c.unknown_frees++;
+    free_locked(addr, h, now);
     vt_unlock();
 }
 
