@@ -79,11 +79,19 @@ typedef struct {
     vt_when death;
 } hev;
 
+/* The rest of a birth as its record packs it (table.h): copied as it stands under the lock,
+ * decoded by the writer (unpacked), since the eras it names never change. */
+typedef struct {
+    uintptr_t address;
+    uint64_t when, what; /* the record's packed words */
+    uint32_t seq_low, era;
+} packed_birth;
+
 /* A free whose allocation's event is in the same window. */
 typedef struct {
     head h;
     vt_when death;
-    details birth;
+    packed_birth birth;
 } hsame;
 
 typedef struct {
@@ -91,7 +99,8 @@ typedef struct {
 } unit;
 
 _Static_assert(sizeof(hstub) == sizeof(unit) && sizeof(details) == sizeof(unit) &&
-                   sizeof(hsame) == 2 * sizeof(unit) && offsetof(hev, birth) == sizeof(unit) &&
+                   sizeof(packed_birth) == sizeof(unit) && sizeof(hsame) == 2 * sizeof(unit) &&
+                   offsetof(hev, birth) == sizeof(unit) &&
                    offsetof(hev, death) == 2 * sizeof(unit) && sizeof(hev) <= 3 * sizeof(unit),
                "events are whole units");
 _Static_assert(VT_MAX_DEVICES <= INT8_MAX && VT_PHASE_OTHER < (1 << PHASE_BITS),
@@ -151,17 +160,30 @@ static late_death late_of(const hev *e)
 }
 
 /* The rest of r's birth. Lock held. Inline: a free's event is then filled in place, not from a
- * 32-byte value returned and copied. */
-static inline __attribute__((always_inline)) details details_of(const vt_rec *r)
+ * 32-byte value returned and copied; decoding it was some 20 instructions more a free. */
+static inline __attribute__((always_inline)) packed_birth packed_of(const vt_rec *r)
 {
-    vt_mark b = vt_rec_birth(r);
-    details d = {.address = vt_rec_address(r),
+    return (packed_birth){.address = vt_rec_address(r),
+                          .when = r->when,
+                          .what = r->what,
+                          .seq_low = r->seq_low,
+                          .era = (uint32_t)(r->size_era >> VT_REC_AT_ERA)};
+}
+
+static details unpacked(const packed_birth *p)
+{
+    vt_rec r = {.seq_low = p->seq_low,
+                .size_era = (uint64_t)p->era << VT_REC_AT_ERA,
+                .when = p->when,
+                .what = p->what};
+    vt_mark b = vt_rec_birth(&r);
+    details d = {.address = p->address,
                  .seq = b.seq,
                  .step = b.step,
                  .instance = b.instance,
-                 .site = vt_rec_site(r),
-                 .kind = (uint8_t)vt_rec_kind(r)};
-    pack_mpath(d.mpath, vt_rec_mpath_packed(r));
+                 .site = vt_rec_site(&r),
+                 .kind = (uint8_t)vt_rec_kind(&r)};
+    pack_mpath(d.mpath, vt_rec_mpath_packed(&r));
     return d;
 }
 
@@ -459,8 +481,10 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
     }
     hwin *w = open_window();
     if (!w) {
-        if (hist)
-            add_late((late_death){vt_rec_id(r), *death, details_of(r)});
+        if (hist) {
+            packed_birth b = packed_of(r);
+            add_late((late_death){vt_rec_id(r), *death, unpacked(&b)});
+        }
         return;
     }
     size_t at = H.used;
@@ -469,7 +493,7 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
         hsame *e = (hsame *)&H.u[at];
         e->h = (head){.ref = (uint32_t)(at - (hist - 1)), .flags = flags, .units = SAME_FREE};
         e->death = pack(death);
-        e->birth = details_of(r);
+        e->birth = packed_of(r);
         added(w, SAME_FREE, death->time);
     } else {
         frozen_rec a;
@@ -649,7 +673,7 @@ static vt_mark at(const wide *e)
 typedef struct {
     size_t at;
     unit stub;
-    details birth;
+    packed_birth birth;
 } saved_stub;
 
 struct vt_history_copy {
@@ -658,8 +682,8 @@ struct vt_history_copy {
     size_t max_events;
     uint64_t dropped;
     unit *u;
-    size_t used, cap; /* units */
-    details *det;     /* the rest of the births of the stubs still alive, in the windows' order */
+    size_t used, cap;  /* units */
+    packed_birth *det; /* the rest of the births of the stubs still alive, in the windows' order */
     size_t ndet, det_cap;
     wide *ev; /* the events widened, window after window (vt_history_write) */
     size_t n;
@@ -789,7 +813,7 @@ static void take_details(vt_history_copy *c)
             return;
         if (live_stub((const head *)&c->u[c->di]) && c->ndet < c->det_cap) {
             const vt_rec *r = owner(c->di);
-            c->det[c->ndet++] = r ? details_of(r) : (details){0};
+            c->det[c->ndet++] = r ? packed_of(r) : (packed_birth){0};
         }
         c->di += ((const head *)&c->u[c->di])->units;
         c->dk++;
@@ -826,7 +850,7 @@ static void save_for_copy(vt_history_copy *c, size_t at, const vt_rec *r)
         c->saved_lost = 1;
         return;
     }
-    c->saved[c->nsaved++] = (saved_stub){at, H.u[at], details_of(r)};
+    c->saved[c->nsaved++] = (saved_stub){at, H.u[at], packed_of(r)};
 }
 
 static int saved_by_unit(const void *pa, const void *pb)
@@ -843,7 +867,7 @@ static int finish(vt_history_copy *c)
     if (c->finished)
         return 1;
     if (c->nsaved) {
-        details *det = malloc((c->ndet + c->nsaved) * sizeof *det);
+        packed_birth *det = malloc((c->ndet + c->nsaved) * sizeof *det);
         if (!det)
             return 0;
         qsort(c->saved, c->nsaved, sizeof *c->saved, saved_by_unit);
@@ -984,7 +1008,8 @@ static wide widen(const vt_history_copy *c, size_t i)
     if (h->units == SAME_FREE) {
         const hsame *e = (const hsame *)h;
         wide w = widen(c, i - h->ref);
-        give_details(&w, &e->birth);
+        details d = unpacked(&e->birth);
+        give_details(&w, &d);
         w.death = e->death;
         w.flags = (uint8_t)((w.flags & ((1u << PHASE_BITS) - 1)) | h->flags);
         return w;
@@ -1025,8 +1050,10 @@ static int widen_all(vt_history_copy *c)
         for (size_t k = 0; k < c->win[w].n; k++, i += ((const head *)&c->u[i])->units) {
             wide *e = &c->ev[c->n++];
             *e = widen(c, i);
-            if (live_stub((const head *)&c->u[i]) && d < c->ndet)
-                give_details(e, &c->det[d++]);
+            if (live_stub((const head *)&c->u[i]) && d < c->ndet) {
+                details b = unpacked(&c->det[d++]);
+                give_details(e, &b);
+            }
         }
     }
     return 1;
