@@ -1305,6 +1305,90 @@ def section_cost(ctx):
                         "lock (docs/api.md): %+.1f ns a pair of the 8 threads' wall time against "
                         "%+.1f ns" % (never, never_one))
     huge_pages_check(ctx, sec, exe, out)
+    buffers_check(ctx, sec, exe, out)
+
+
+def replay_history(events):
+    """The live bytes of a device's history events [time, id, signed size], in order: (the most,
+    the last, what went wrong first or None)."""
+    live = most = 0
+    born = set()
+    for _, ident, size in events:
+        if size > 0:
+            born.add(ident)
+        elif ident not in born:
+            return most, live, "allocation %s freed before it was made" % ident
+        else:
+            born.discard(ident)
+        live += size
+        if live < 0:
+            return most, live, "live bytes below 0 at allocation %s" % ident
+        most = max(most, live)
+    return most, live, None
+
+
+def buffers_check(ctx, sec, exe, out):
+    """8 threads allocating and freeing at once on this driver, every event written to its
+    thread's buffer and applied by whoever takes the books' lock, merged by the TSC
+    (VRAMTAP_THREAD_BUFFERS=1, docs/api.md): the books must hold what the program did (its
+    allocations and frees, what stays live), the peak must lie between the warm-up's and 8
+    threads' largest at once, and the history, replayed in its order, must free nothing before
+    it was made and reach the books' peak."""
+    threads, pairs = 8, (2000 if ctx.dry else 20000)
+    label = "8 threads, every event buffered"
+    for f in glob.glob(os.path.join(out, "*.json")):
+        os.remove(f)
+    r = ctx.runner.run("cost-buffers", [exe, str(threads), "0", str(pairs), str(COST_LIVE)],
+                       env=routes_env(ctx, out, {"LD_PRELOAD": ctx.build["lib"],
+                                                 "VRAMTAP_STACKS": "0", "VRAMTAP_DEBUG": "1",
+                                                 "VRAMTAP_THREAD_BUFFERS": "1"}),
+                       timeout=120)
+    with open(r["log"]) as f:
+        text = f.read()
+    snaps = glob.glob(os.path.join(out, "*.json"))
+    snap = load_snapshot(ctx, snaps[0]) if r["rc"] == 0 and len(snaps) == 1 else None
+    for f in snaps:
+        os.remove(f)
+    if snap is None:
+        ctx.checks.add(sec, label + ": the run and its snapshot", "exit 0, one snapshot",
+                       "exit %s, %d snapshots" % (r["rc"], len(snaps)), note=r["tail"][-300:])
+        return
+    if "needs one clock for every processor" in text:
+        ctx.checks.skip(sec, label + ": events applied from the buffers",
+                        "this machine's clock source is not the TSC: vramtap records every "
+                        "event at once here (VRAMTAP_THREAD_BUFFERS=1 said so)")
+    else:
+        m = re.search(r"thread buffers: ([0-9]+) events applied in ([0-9]+) holds", text)
+        ctx.checks.add(sec, label + ": events applied from the buffers", "more than 0",
+                       "%s in %s holds of the lock" % (m.group(1), m.group(2)) if m else "none",
+                       ok=bool(m) and int(m.group(1)) > 0)
+    made = (threads + 1) * pairs  # the main thread's warm-up and the threads'
+    c = snap.get("counters", {})
+    ctx.checks.add(sec, label + ": allocations, frees, unknown frees, dropped",
+                   "%d, %d, 0, 0" % (COST_LIVE + made, made),
+                   "%s, %s, %s, %s" % (c.get("allocs"), c.get("frees"), c.get("unknown_frees"),
+                                       c.get("dropped")))
+    dev = next((d for d in snap.get("devices", []) if d.get("device") == 0), {})
+    kept = COST_LIVE * 512
+    ctx.checks.add(sec, label + ": live at exit", fmt_bytes(kept),
+                   fmt_bytes(dev.get("live_bytes_at_end", -1)))
+    peak = dev.get("peak_bytes", -1)
+    ctx.checks.add(sec, label + ": the peak", "from %s to %s" % (
+        fmt_bytes(kept + 4096), fmt_bytes(kept + threads * 4096)), fmt_bytes(peak),
+                   ok=kept + 4096 <= peak <= kept + threads * 4096,
+                   note="the ramp's %d allocations of 512 bytes, and the pairs' of up to 4 KiB at "
+                        "once: one on the warm-up's thread, at most one a thread after" % COST_LIVE)
+    hist = snap.get("history", {})
+    if hist.get("dropped") or any(w.get("truncated") for w in hist.get("windows", [])):
+        ctx.checks.skip(sec, label + ": the history replayed in order",
+                        "the history dropped events: %s" % hist.get("dropped"))
+        return
+    most, last, wrong = replay_history(snap.get("history_events", []))
+    ctx.checks.add(sec, label + ": the history replayed in order",
+                   "never below 0, the books' peak %s, %s at exit" % (fmt_bytes(peak),
+                                                                     fmt_bytes(kept)),
+                   wrong or "never below 0, the books' peak %s, %s at exit" % (
+                       fmt_bytes(most), fmt_bytes(last)))
 
 
 def huge_pages_check(ctx, sec, exe, out):

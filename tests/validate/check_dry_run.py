@@ -95,7 +95,12 @@ if mds and jsons:
                  "CPython %s: every allocation's Python frames equal traceback.extract_stack()"
                  % PYV,
                  "CPython %s: freed exec'd code whose address was reused" % PYV,
-                 "the pair program builds", "every run succeeded"):
+                 "the pair program builds", "every run succeeded",
+                 "8 threads, every event buffered: events applied from the buffers",
+                 "8 threads, every event buffered: allocations, frees, unknown frees, dropped",
+                 "8 threads, every event buffered: live at exit",
+                 "8 threads, every event buffered: the peak",
+                 "8 threads, every event buffered: the history replayed in order"):
         check(by_name.get(name, {}).get("status") == "pass",
               "%s: %s" % (name, by_name.get(name, {}).get("status", "missing")))
     check(by_name.get("static runtime: program builds", {}).get("status") in ("pass", "skipped"),
