@@ -43,6 +43,9 @@ recorded, one expectation a line, on stdout:
     EXPECT [pid=N] history_death SIZE PHASE STEP  death of the one allocation of SIZE bytes
                                              (allocations and history_allocations)
     EXPECT [pid=N] history_birth SIZE PHASE STEP ADDRESS  the same allocation's birth and address
+    EXPECT [pid=N] birth_where SIZE INSTANCE FUNCTION PATH  the same allocation's birth in phase
+                                             instance INSTANCE, FUNCTION in its stack, under module
+                                             path PATH
     EXPECT [pid=N] labels ADDR OFF:BYTES:CATEGORY,...  the labels of the allocation at ADDR, as
                                              a set ("-": none)
     EXPECT [pid=N] identity KEY N            identity[KEY]
@@ -354,6 +357,16 @@ def check(doc, what, rest, failures, expected_at_peak, pid):
         expect([a.get("birth", {}).get("phase"), a.get("birth", {}).get("step"), a.get("address")],
                [rest[1], int(rest[2]), rest[3]],
                "birth of the allocation of %s bytes (%d found)" % (rest[0], len(found)))
+    elif what == "birth_where":
+        found = by_size(doc, int(rest[0]))
+        a = found[0] if len(found) == 1 else {}
+        site, path = a.get("site"), a.get("module_path")
+        frames = next((s["frames"] for s in doc["sites"] if s["id"] == site), [])
+        expect([a.get("birth", {}).get("instance"),
+                rest[2] if any(f.get("symbol") == rest[2] for f in frames) else frames,
+                doc["module_paths"][path] if path is not None else None],
+               [int(rest[1]), rest[2], rest[3]],
+               "where the allocation of %s bytes was made (%d found)" % (rest[0], len(found)))
     else:
         failures.append("unknown expectation " + what)
 
