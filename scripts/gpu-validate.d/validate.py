@@ -381,6 +381,12 @@ def prepare_carry(python):
 # vramtap's outputs
 
 
+def remove_snapshots(out_dir):
+    """Every file vramtap wrote to out_dir: the next run's are then the only ones there."""
+    for f in glob.glob(os.path.join(out_dir, "*.json")):
+        os.remove(f)
+
+
 def find_snapshots(out_dir):
     snaps = sorted(f for f in glob.glob(os.path.join(out_dir, "vramtap.*.json"))
                    if not POSTMORTEM.search(f))
@@ -1220,8 +1226,7 @@ def cost_run(ctx, exe, out, config, threads, pairs, name):
         extra = dict(extra, LD_PRELOAD=ctx.build["lib"], VRAMTAP_QUIET="1")
     r = ctx.runner.run(name, [exe, str(threads), "0", str(pairs), str(COST_LIVE)],
                        env=routes_env(ctx, out, extra), timeout=120)
-    for f in glob.glob(os.path.join(out, "*.json")):
-        os.remove(f)
+    remove_snapshots(out)
     m = re.search(r"ns_per_pair=([0-9.]+) cpu_ns_per_pair=([0-9.]+)", r["tail"])
     return ((float(m.group(1)), float(m.group(2))) if r["rc"] == 0 and m else None), r
 
@@ -1336,8 +1341,7 @@ def buffers_check(ctx, sec, exe, out):
     it was made and reach the books' peak."""
     threads, pairs = 8, (2000 if ctx.dry else 20000)
     label = "8 threads, every event buffered"
-    for f in glob.glob(os.path.join(out, "*.json")):
-        os.remove(f)
+    remove_snapshots(out)
     r = ctx.runner.run("cost-buffers", [exe, str(threads), "0", str(pairs), str(COST_LIVE)],
                        env=routes_env(ctx, out, {"LD_PRELOAD": ctx.build["lib"],
                                                  "VRAMTAP_STACKS": "0", "VRAMTAP_DEBUG": "1",
@@ -1345,10 +1349,9 @@ def buffers_check(ctx, sec, exe, out):
                        timeout=120)
     with open(r["log"]) as f:
         text = f.read()
-    snaps = glob.glob(os.path.join(out, "*.json"))
+    snaps, _ = find_snapshots(out)
     snap = load_snapshot(ctx, snaps[0]) if r["rc"] == 0 and len(snaps) == 1 else None
-    for f in snaps:
-        os.remove(f)
+    remove_snapshots(out)
     if snap is None:
         ctx.checks.add(sec, label + ": the run and its snapshot", "exit 0, one snapshot",
                        "exit %s, %d snapshots" % (r["rc"], len(snaps)), note=r["tail"][-300:])
@@ -1400,8 +1403,7 @@ def huge_pages_check(ctx, sec, exe, out):
                        env=routes_env(ctx, out, {"LD_PRELOAD": ctx.build["lib"],
                                                  "VRAMTAP_STACKS": "0", "VRAMTAP_DEBUG": "1"}),
                        timeout=120)
-    for f in glob.glob(os.path.join(out, "*.json")):
-        os.remove(f)
+    remove_snapshots(out)
     with open(r["log"]) as f:
         text = f.read()
     m = re.search(r"huge pages took ([0-9]+) us of CPU", text)

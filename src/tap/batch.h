@@ -1,4 +1,4 @@
-/* Per-thread buffers of device allocations and frees (VRAMTAP_THREAD_BUFFERS=1).
+/* Per-thread buffers of device allocations and frees (VRAMTAP_THREAD_BUFFERS, docs/api.md).
  *
  * Threads that allocate at the same time on different processors pass the books' cache lines
  * between them at every allocation and free, some ten lines each time: on two processors that
