@@ -1,13 +1,13 @@
 /* What a clock reading costs on this machine just now: vramtap stamps every allocation and free
- * with one (the TSC where the kernel's clock source is the TSC, else clock_gettime), two a
- * pair. Prints "source=tsc|clock_gettime alone_ns=A beside_ns=B": nanoseconds a reading in a
- * loop of readings, and what a reading adds to a chain of dependent arithmetic (the out-of-order
- * core overlaps a reading with the work around it on some processors, not on others). The
- * medians of 9 batches. */
+ * with one, two a pair: the TSC where the kernel's own clock source is the TSC, else
+ * clock_gettime. Prints "tsc_alone_ns=A tsc_beside_ns=B gettime_ns=C": nanoseconds a TSC
+ * reading in a loop of readings, what a TSC reading adds to a chain of dependent arithmetic (the
+ * out-of-order core overlaps a reading with the work around it on some processors, not on
+ * others), and a clock_gettime(CLOCK_MONOTONIC) in a loop of them; "-" for the TSC where there is
+ * none to read. The medians of 9 batches. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -17,14 +17,15 @@
 #define BATCHES 9
 #define CHAIN 20
 
-static int use_tsc;
+enum { TSC, GETTIME };
 
-static uint64_t clock_now(void)
+static uint64_t read_clock(int which)
 {
 #if defined(__x86_64__)
-    if (use_tsc)
+    if (which == TSC)
         return __rdtsc();
 #endif
+    (void)which;
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -52,18 +53,18 @@ static double median(double *v)
 /* Keeps the compiler from folding a loop's result away. */
 static volatile uint64_t sink;
 
-/* ns per step of a loop of READINGS steps: a reading, or CHAIN dependent multiply-adds with a
- * reading folded in (`with`) or not. */
-static double batch(int kind, int with)
+/* ns per step of a loop of READINGS steps: a reading of `which` (chain 0), or CHAIN dependent
+ * multiply-adds with a reading folded in (`with`) or not. */
+static double batch(int which, int chain, int with)
 {
     uint64_t acc = 0;
     double t0 = wall_ns();
     for (uint64_t i = 0; i < READINGS; i++) {
-        if (!kind) {
-            acc += clock_now();
+        if (!chain) {
+            acc += read_clock(which);
             continue;
         }
-        uint64_t x = with ? clock_now() : i;
+        uint64_t x = with ? read_clock(which) : i;
         for (int j = 0; j < CHAIN; j++)
             x = x * 3 + (uint64_t)j;
         acc += x;
@@ -75,23 +76,17 @@ static double batch(int kind, int with)
 
 int main(void)
 {
-    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
-    char src[64] = "";
-    if (f) {
-        if (!fgets(src, sizeof src, f))
-            src[0] = 0;
-        fclose(f);
+    double alone[BATCHES], beside[BATCHES], gettime[BATCHES];
+    for (int b = 0; b < BATCHES; b++) {
+        alone[b] = batch(TSC, 0, 0);
+        beside[b] = batch(TSC, 1, 1) - batch(TSC, 1, 0);
+        gettime[b] = batch(GETTIME, 0, 0);
     }
 #if defined(__x86_64__)
-    use_tsc = !strcmp(src, "tsc\n");
+    printf("tsc_alone_ns=%.1f tsc_beside_ns=%.1f ", median(alone), median(beside));
+#else
+    printf("tsc_alone_ns=- tsc_beside_ns=- ");
 #endif
-    double alone[BATCHES], beside[BATCHES];
-    for (int b = 0; b < BATCHES; b++) {
-        alone[b] = batch(0, 0);
-        double without = batch(1, 0);
-        beside[b] = batch(1, 1) - without;
-    }
-    printf("source=%s alone_ns=%.1f beside_ns=%.1f\n", use_tsc ? "tsc" : "clock_gettime",
-           median(alone), median(beside));
+    printf("gettime_ns=%.1f\n", median(gettime));
     return 0;
 }
