@@ -324,12 +324,18 @@ static inline int64_t probe(const tab *t, uint32_t h, uintptr_t key)
     }
 }
 
+/* Puts e in the first empty slot from its home, in slots s of a table of cap. */
+static inline void put_in(slot *s, uint32_t cap, slot e)
+{
+    uint32_t i = home(e.hash, cap);
+    while (s[i].rec)
+        i = i + 1 == cap ? 0 : i + 1;
+    s[i] = e;
+}
+
 static inline void put(tab *t, slot e)
 {
-    uint32_t i = home(e.hash, t->cap);
-    while (t->s[i].rec)
-        i = next(t, i);
-    t->s[i] = e;
+    put_in(t->s, t->cap, e);
     t->n++;
 }
 
@@ -356,19 +362,26 @@ static inline __attribute__((always_inline)) void remove_at(tab *t, uint32_t i)
  * then whole clusters, which lookups and backward shifts there need. */
 static void move_some(books_index *ix)
 {
-    tab *o = &ix->old;
-    for (int k = 0; k < MOVE_STEP || o->s[ix->at].rec; k++) {
-        slot e = o->s[ix->at];
-        if (e.rec) {
-            put(&ix->cur, e);
-            o->s[ix->at] = (slot){0, 0};
-            if (!--o->n) {
-                slots_free(o);
-                return;
-            }
+    /* in locals: a slot written could be any of the tables' counts, as far as the compiler
+     * knows, and each would be read again after every move */
+    slot *from = ix->old.s, *to = ix->cur.s;
+    uint32_t at = ix->at, left = ix->old.n, from_cap = ix->old.cap, to_cap = ix->cur.cap;
+    uint32_t moved = 0;
+    for (int k = 0; k < MOVE_STEP || from[at].rec; k++) {
+        if (from[at].rec) {
+            put_in(to, to_cap, from[at]);
+            from[at] = (slot){0, 0};
+            moved++;
+            if (!--left)
+                break;
         }
-        ix->at = next(o, ix->at);
+        at = at + 1 == from_cap ? 0 : at + 1;
     }
+    ix->cur.n += moved;
+    ix->old.n = left;
+    ix->at = at;
+    if (!left)
+        slots_free(&ix->old);
 }
 
 /* A table half as big again takes the insertions; 0, or -1 when memory ran out. */
