@@ -259,9 +259,15 @@ static inline uint32_t home(uint32_t hash, uint32_t cap)
     return (uint32_t)(((uint64_t)hash * cap) >> 32);
 }
 
+/* The slot after i in slots of a table of cap, around its end. */
+static inline uint32_t next_of(uint32_t i, uint32_t cap)
+{
+    return i + 1 == cap ? 0 : i + 1;
+}
+
 static inline uint32_t next(const tab *t, uint32_t i)
 {
-    return ++i == t->cap ? 0 : i;
+    return next_of(i, t->cap);
 }
 
 /* The keys a table of cap slots takes before it grows: three quarters of its slots, or half
@@ -329,7 +335,7 @@ static inline void put_in(slot *s, uint32_t cap, slot e)
 {
     uint32_t i = home(e.hash, cap);
     while (s[i].rec)
-        i = i + 1 == cap ? 0 : i + 1;
+        i = next_of(i, cap);
     s[i] = e;
 }
 
@@ -375,7 +381,7 @@ static void move_some(books_index *ix)
             if (!--left)
                 break;
         }
-        at = at + 1 == from_cap ? 0 : at + 1;
+        at = next_of(at, from_cap);
     }
     ix->cur.n += moved;
     ix->old.n = left;
