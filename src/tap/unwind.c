@@ -247,17 +247,17 @@ VT_NO_SANITIZE static int chain_frames(chain_cache *c, uintptr_t sp, uint64_t *f
         chain *e = &set[w];
         if (e->sp != sp || !e->n_slots || e->n_slots - e->own > depth)
             continue;
-        const uintptr_t *slot = e->slot, *ret = e->slot + e->n_slots;
-        int i = 0;
-        while (i < e->own && *(const uintptr_t *)slot[i] == ret[i])
-            i++;
-        if (i < e->own)
+        int n = e->n_slots;
+        const uintptr_t *slot = e->slot, *ret = e->slot + n;
+        /* Every slot checked, without a branch per slot: a mismatch is rare, and where it lies
+         * does not matter. */
+        uintptr_t differ = 0;
+#pragma GCC unroll 4
+        for (int i = 0; i < n; i++)
+            differ |= *(const uintptr_t *)slot[i] ^ ret[i];
+        if (differ)
             continue;
-        /* frames written as they are checked: a mismatch leaves them to the walk */
-        while (i < e->n_slots && (frames[i - e->own] = ret[i]) == *(const uintptr_t *)slot[i])
-            i++;
-        if (i < e->n_slots)
-            continue;
+        memcpy(frames, ret + e->own, (size_t)(n - e->own) * sizeof *frames);
         e->hit = 1;
         *memo = &e->memo;
         return e->n_slots - e->own;
