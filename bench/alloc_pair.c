@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 static int pairs = 200000;
 static int chain = 0;
 
@@ -72,13 +74,6 @@ static long resident_kib(void)
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static double now(clockid_t clock)
-{
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
@@ -91,13 +86,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: alloc_pair [THREADS [CHAIN_DEPTH [PAIRS [LIVE]]]]\n");
         return 2;
     }
-    double r0 = now(CLOCK_MONOTONIC), rc0 = now(CLOCK_PROCESS_CPUTIME_ID);
+    double r0 = bench_seconds(CLOCK_MONOTONIC), rc0 = bench_seconds(CLOCK_PROCESS_CPUTIME_ID);
     for (long i = 0; i < live; i++) {
         void *p;
         if (cudaMalloc(&p, 512) != cudaSuccess)
             return 1;
     }
-    double ramp = now(CLOCK_MONOTONIC) - r0, ramp_cpu = now(CLOCK_PROCESS_CPUTIME_ID) - rc0;
+    double ramp = bench_seconds(CLOCK_MONOTONIC) - r0,
+           ramp_cpu = bench_seconds(CLOCK_PROCESS_CPUTIME_ID) - rc0;
     long ramp_kib = resident_kib();
     worker(NULL); /* warm-up: first-call resolution, table growth */
     pthread_t th[64];
@@ -109,7 +105,7 @@ int main(int argc, char **argv)
             if (CPU_ISSET(c, &allowed))
                 cpu[cpus++] = c;
     long f0 = minor_faults();
-    double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
+    double t0 = bench_seconds(CLOCK_MONOTONIC), c0 = bench_seconds(CLOCK_PROCESS_CPUTIME_ID);
     for (int t = 0; t < threads; t++)
         pthread_create(&th[t], NULL, worker, cpus ? (void *)(intptr_t)(cpu[t % cpus] + 1) : NULL);
     int bad = 0;
@@ -118,7 +114,7 @@ int main(int argc, char **argv)
         pthread_join(th[t], &rc);
         bad |= rc != NULL;
     }
-    double t1 = now(CLOCK_MONOTONIC), c1 = now(CLOCK_PROCESS_CPUTIME_ID);
+    double t1 = bench_seconds(CLOCK_MONOTONIC), c1 = bench_seconds(CLOCK_PROCESS_CPUTIME_ID);
     double n = (double)pairs * threads;
     printf("threads=%d depth=%d live=%ld ramp_ns_per_alloc=%.1f ramp_cpu_ns_per_alloc=%.1f "
            "ns_per_pair=%.1f cpu_ns_per_pair=%.1f faults_per_1000_pairs=%.2f ramp_rss_kib=%ld\n",

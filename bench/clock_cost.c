@@ -13,6 +13,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "bench.h"
+
 #define READINGS 200000
 #define BATCHES 9
 #define CHAIN 20
@@ -31,15 +33,9 @@ static uint64_t read_clock(int which)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v)
 {
-    qsort(v, BATCHES, sizeof *v, by_value);
+    qsort(v, BATCHES, sizeof *v, bench_by_value);
     return v[BATCHES / 2];
 }
 

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench.h"
+
+/* nanoseconds */
 static double now(clockid_t clock)
 {
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+    return bench_seconds(clock) * 1e9;
 }
 
 static int copies(int n, void *dev, char *pinned, char *pageable)

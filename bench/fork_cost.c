@@ -9,12 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "bench.h"
 
 /* Private dirty pages: what this process wrote since it was forked. */
 static long private_dirty_kib(void)
@@ -43,7 +38,7 @@ int main(int argc, char **argv)
     if (pipe(fd))
         return 1;
     long child_kib = 0;
-    double t0 = now();
+    double t0 = bench_seconds(CLOCK_MONOTONIC);
     for (int k = 0; k < forks; k++) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -57,7 +52,7 @@ int main(int argc, char **argv)
             read(fd[0], &child_kib, sizeof child_kib) != sizeof child_kib)
             return 1;
     }
-    printf("live=%ld ms_per_fork=%.3f child_kib=%ld\n", live, (now() - t0) * 1e3 / forks,
-           child_kib);
+    printf("live=%ld ms_per_fork=%.3f child_kib=%ld\n", live,
+           (bench_seconds(CLOCK_MONOTONIC) - t0) * 1e3 / forks, child_kib);
     return 0;
 }

@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "bench.h"
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -19,15 +21,7 @@
 
 static double cpu_us(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    return bench_seconds(CLOCK_THREAD_CPUTIME_ID) * 1e6;
 }
 
 /* The median and the largest of CHUNKS chunks' times, populated with `advice`: 0, or -1. */
@@ -49,7 +43,7 @@ static int chunks(int advice, double *median, double *max)
         t[i] = cpu_us() - t0;
     }
     munmap(p, bytes);
-    qsort(t, CHUNKS, sizeof *t, by_value);
+    qsort(t, CHUNKS, sizeof *t, bench_by_value);
     *median = (t[CHUNKS / 2 - 1] + t[CHUNKS / 2]) / 2;
     *max = t[CHUNKS - 1];
     return 0;
