@@ -7,17 +7,12 @@
 #include "locks.h"
 #include "peak.h"
 
-/* A live record (of the arena) or a dead one the peak keeps, as the file shows it. */
-static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead)
+/* A live record (of the arena) or a dead one the peak keeps, as the file shows it: dead
+ * unless `alive`. */
+static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead, int alive)
 {
-    if (!vt_copied_add_locked(&fz->out, r, dead ? dead->address : vt_rec_address(r)))
-        return 0;
-    if (dead) {
-        frozen_rec *f = &fz->out.recs[fz->out.n - 1];
-        f->death = dead->death;
-        f->dead = 1;
-    }
-    return 1;
+    return vt_copied_add_locked(&fz->out, r, dead ? dead->address : vt_rec_address(r),
+                                dead && !alive ? &dead->death : NULL);
 }
 
 /* A record of the arena that is a device or VMM allocation (not a free slot, not pinned host
@@ -37,48 +32,60 @@ static const vt_dead *dead_at(int device, uint32_t i)
  * Called with the state lock held; returns 0 when the records did not fit in fz->out.cap. */
 static int freeze_records(frozen *fz, const vt_oom *oom)
 {
-    fz->out.n = 0;
+    fz->out.n = fz->out.ndeaths = 0;
     for (uint32_t i = 0, end = vt_arena_end(); i < end; i++) {
         const vt_rec *r = device_rec(i);
         if (r && (oom ? vt_rec_device(r) == oom->device : vt_peak_holds(r)) &&
-            !freeze_rec(fz, r, NULL))
+            !freeze_rec(fz, r, NULL, 1))
             return 0;
     }
     for (int d = 0; !oom && d < VT_MAX_DEVICES; d++) {
         for (uint32_t i = 0; i < vt_state.dev[d].dead.n; i++) {
             const vt_dead *e = dead_at(d, i);
-            if (!freeze_rec(fz, &e->r, e))
+            if (!freeze_rec(fz, &e->r, e, 0))
                 return 0;
         }
     }
     return 1;
 }
 
-/* At most the number of records a file can list: every record on the books. */
-static size_t records_bound(void)
+/* At most the number of records a file can list (every record on the books), and of those it
+ * shows dead (every one the peak keeps) in *dead. */
+static size_t records_bound(size_t *dead)
 {
-    size_t n = vt_books_records();
+    *dead = 0;
     for (int d = 0; d < VT_MAX_DEVICES; d++)
-        n += vt_state.dev[d].dead.n;
-    return n;
+        *dead += vt_state.dev[d].dead.n;
+    return vt_books_records() + *dead;
+}
+
+/* Room for n, and for those that come meanwhile, while a copy in steps runs. */
+static size_t with_slack(size_t n)
+{
+    return n + n / 8 + 64;
 }
 
 /* Allocated and touched before the lock is taken, so that the copy under it is a copy and
  * not a page fault per record. */
-static int reserve(frozen *fz, size_t nrecs, size_t nspans, size_t nhistory, size_t nstubs)
+static int reserve(frozen *fz, size_t nrecs, size_t ndead, size_t nspans, size_t nhistory,
+                   size_t nstubs)
 {
     free(fz->out.recs);
+    free(fz->out.deaths);
     free(fz->spans);
     vt_history_copy_free(fz->history);
     fz->history = vt_history_copy_new(nhistory, nstubs);
-    fz->out.cap = nrecs + nrecs / 8 + 64;
+    fz->out.cap = with_slack(nrecs);
     fz->out.recs = malloc(fz->out.cap * sizeof *fz->out.recs);
+    fz->out.capdeaths = with_slack(ndead);
+    fz->out.deaths = malloc(fz->out.capdeaths * sizeof *fz->out.deaths);
     fz->spans = malloc((nspans + 8) * sizeof *fz->spans);
     fz->dev = fz->dev ? fz->dev : malloc(VT_MAX_DEVICES * sizeof *fz->dev);
     fz->ordinal = fz->ordinal ? fz->ordinal : malloc(VT_MAX_DEVICES * sizeof *fz->ordinal);
-    if (!fz->out.recs || !fz->spans || !fz->dev || !fz->ordinal)
+    if (!fz->out.recs || !fz->out.deaths || !fz->spans || !fz->dev || !fz->ordinal)
         return -1;
     memset(fz->out.recs, 0, fz->out.cap * sizeof *fz->out.recs);
+    memset(fz->out.deaths, 0, fz->out.capdeaths * sizeof *fz->out.deaths);
     return 0;
 }
 
@@ -90,6 +97,7 @@ void vt_thaw(frozen *fz)
     free(fz->copies);
     free(fz->pinned);
     free(fz->out.recs);
+    free(fz->out.deaths);
     free(fz->spans);
     free(fz->dev);
     free(fz->ordinal);
@@ -192,16 +200,10 @@ static int still_valid(const moment *m)
     return 1;
 }
 
+/* As of the moment m: an allocation that died since is shown alive. */
 static int copy_as_of(frozen *fz, const moment *m, const vt_rec *r, const vt_dead *dead)
 {
-    if (!freeze_rec(fz, r, dead))
-        return 0;
-    if (dead && dead->death.seq > m->seq) {
-        frozen_rec *f = &fz->out.recs[fz->out.n - 1];
-        f->dead = 0;
-        memset(&f->death, 0, sizeof f->death);
-    }
-    return 1;
+    return freeze_rec(fz, r, dead, dead && dead->death.seq > m->seq);
 }
 
 /* One step, lock held: 1 more to do, 0 done, -1 start again, -2 out of room. A post-mortem's
@@ -281,7 +283,7 @@ static int freeze_in_steps(frozen *fz, const vt_oom *oom, size_t capspans)
     int rc = 0;
     for (int attempt = 0; attempt < 3 && rc == 0; attempt++) {
         moment m = {0};
-        fz->out.n = 0;
+        fz->out.n = fz->out.ndeaths = 0;
         fz->out.full = 0;
         vt_lock();
         holds h = {.from = thread_cpu_ns()};
@@ -327,10 +329,10 @@ int vt_freeze(frozen *fz, const vt_oom *oom, int may_skip)
 {
     for (int attempt = 0; attempt < 8; attempt++) {
         vt_lock();
-        size_t nrecs = records_bound(), nspans = vt_state.nspans;
+        size_t ndead, nrecs = records_bound(&ndead), nspans = vt_state.nspans;
         size_t nstubs, nhistory = vt_history_bound_locked(&nstubs);
         vt_unlock();
-        if (reserve(fz, nrecs, nspans, nhistory, nstubs))
+        if (reserve(fz, nrecs, ndead, nspans, nhistory, nstubs))
             return -1;
         int steps = freeze_in_steps(fz, oom, nspans + 8);
         if (steps == 0 && may_skip)

@@ -181,22 +181,25 @@ static double history_seconds(void *ctx, uint64_t ticks)
  * whatever order the copy took the records in), else sorted. */
 static void write_history(FILE *f, const frozen *fz, records *o)
 {
-    const frozen_rec *recs = fz->out.recs;
+    const vt_rec *recs = fz->out.recs;
     size_t n = fz->out.n;
     vt_history_listed l = {.nids = n, .lo = UINT64_MAX};
     for (size_t i = 0; i < n; i++) {
-        l.lo = recs[i].id < l.lo ? recs[i].id : l.lo;
-        l.hi = recs[i].id > l.hi ? recs[i].id : l.hi;
+        uint64_t id = vt_rec_id(&recs[i]);
+        l.lo = id < l.lo ? id : l.lo;
+        l.hi = id > l.hi ? id : l.hi;
     }
     uint64_t *bits = NULL, *ids = NULL;
     if (n && (l.hi - l.lo) / 64 < n) {
         bits = calloc((l.hi - l.lo) / 64 + 1, sizeof *bits);
-        for (size_t i = 0; bits && i < n; i++)
-            bits[(recs[i].id - l.lo) >> 6] |= UINT64_C(1) << ((recs[i].id - l.lo) & 63);
+        for (size_t i = 0; bits && i < n; i++) {
+            uint64_t at = vt_rec_id(&recs[i]) - l.lo;
+            bits[at >> 6] |= UINT64_C(1) << (at & 63);
+        }
     } else if (n) {
         ids = malloc(n * sizeof *ids);
         for (size_t i = 0; ids && i < n; i++)
-            ids[i] = recs[i].id;
+            ids[i] = vt_rec_id(&recs[i]);
         if (ids)
             qsort(ids, n, sizeof *ids, id_order);
     }
@@ -527,8 +530,11 @@ static int write_doc(FILE *f, const char *kind, const vt_oom *oom, const frozen 
     vt_copies_write(f, fz->copies, copy_site, &sm);
     vt_offload_write(f, fz->pinned, fz->npinned, fz->out.labels);
     records o = {.sm = &sm, .npaths = vt_mpath_count()};
-    for (size_t i = 0; i < fz->out.n; i++)
-        put_rec(&o, &o.allocs, &fz->out.recs[i], fz->out.labels);
+    for (size_t i = 0, dead_at = 0; i < fz->out.n; i++) {
+        frozen_rec r;
+        vt_copied_get(&fz->out, i, &dead_at, &r);
+        put_rec(&o, &o.allocs, &r, fz->out.labels);
+    }
     vt_identity_write_summary(f, fz->out.labels);
     vt_record_write(f, fz->record);
     write_timeline(f, fz);

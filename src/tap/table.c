@@ -612,9 +612,12 @@ static inline __attribute__((always_inline)) int account_alloc(uint32_t rec, con
     return flags;
 }
 
-int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address)
+int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address, const vt_mark *death)
 {
-    if (c->n == c->cap) {
+    /* Deaths before a copy in steps began can outnumber those on the books when its room was
+     * made: their room doubles when they fill it (rare). */
+    if (c->n == c->cap ||
+        (death && vt_grow(&c->deaths, &c->capdeaths, c->ndeaths + 1, sizeof *c->deaths, 64))) {
         c->full = 1;
         return 0;
     }
@@ -622,7 +625,10 @@ int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address)
         vt_identity_thaw(c->labels); /* out of memory: a file without labels */
         c->labels = NULL;
     }
-    vt_rec_freeze(&c->recs[c->n++], r, address);
+    if (death)
+        c->deaths[c->ndeaths++] = (vt_copied_death){c->n, *death};
+    c->recs[c->n] = *r;
+    c->recs[c->n++].key = address;
     return 1;
 }
 
@@ -633,7 +639,7 @@ static void freezing_free(uint32_t rec, const vt_rec *r)
     vt_copy_sink *s = vt_state.sink;
     if (s && rec - 1 >= vt_state.freeze_below && vt_rec_seq(r) <= s->seq &&
         vt_rec_device(r) == s->device)
-        s->added += vt_copied_add_locked(s->to, r, vt_rec_address(r));
+        s->added += vt_copied_add_locked(s->to, r, vt_rec_address(r), NULL);
 }
 
 /* Record `rec` (index + 1), out of its table, leaves the live set at clock reading `now`: the

@@ -271,17 +271,41 @@ static inline void vt_rec_freeze(frozen_rec *f, const vt_rec *r, uintptr_t addre
     f->dead = 0;
 }
 
-struct vt_identity_frozen;
-/* The allocations a copy for a file lists (freeze.h), as the file shows them, with their labels
- * and the loose ranges (identity.h; NULL: none, or dropped when memory ran out). */
+/* A listed allocation a file shows dead: where it is in vt_copied's recs, and its death. */
 typedef struct {
-    frozen_rec *recs;
+    size_t at;
+    vt_mark death;
+} vt_copied_death;
+
+struct vt_identity_frozen;
+/* The allocations a copy for a file lists (freeze.h), with their labels and the loose ranges
+ * (identity.h; NULL: none, or dropped when memory ran out). Each is its 48-byte record as the
+ * books keep it, its key replaced by the address the file shows (vt_rec_address's, or the
+ * peak's copy's), and is decoded only as the file is written, outside the lock (an era never
+ * changes once made): a frozen_rec a listed allocation took twice the memory for the time of
+ * the write. Those shown dead have their death aside, in the order of recs. */
+typedef struct {
+    vt_rec *recs;
     size_t n, cap;
+    vt_copied_death *deaths;
+    size_t ndeaths, capdeaths;
     struct vt_identity_frozen *labels;
     int full; /* an allocation did not fit in cap */
 } vt_copied;
-/* Adds r, at `address`, as the file shows it alive, and its labels (lock held); 0 when full. */
-VT_HIDDEN int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address);
+/* Adds r, at `address`, with its labels (lock held): alive, or dead at *death; 0 when full. */
+VT_HIDDEN int vt_copied_add_locked(vt_copied *c, const vt_rec *r, uintptr_t address,
+                                   const vt_mark *death);
+
+/* *f: listed allocation i of c as the file shows it; *dead_at (0 for i = 0) is where the next
+ * death may be, for c's allocations read in order. */
+static inline void vt_copied_get(const vt_copied *c, size_t i, size_t *dead_at, frozen_rec *f)
+{
+    vt_rec_freeze(f, &c->recs[i], c->recs[i].key);
+    if (*dead_at < c->ndeaths && c->deaths[*dead_at].at == i) {
+        f->death = c->deaths[(*dead_at)++].death;
+        f->dead = 1;
+    }
+}
 
 /* A post-mortem copied in steps shows the moment of the failure: the allocations on `device`
  * born by `seq` that die before the copy reaches their records are added to `to` as they die. */

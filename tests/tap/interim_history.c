@@ -14,16 +14,14 @@
  *
  * usage: tap_interim_history PEAK_ALLOCS LATE_ALLOCS [GAP [WAIT [NTH]]] */
 #include <cuda_runtime_api.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "snapcopy.h"
 #include "vramtap.h"
 
 static void **late;
@@ -73,36 +71,6 @@ static void *failer(void *arg)
     void *q;
     failed = atomic_load(&writing) && cudaMalloc(&q, (size_t)1 << 50) == cudaErrorMemoryAllocation;
     return NULL;
-}
-
-/* Copies the process's snapshot file in VRAMTAP_OUT to interim.<pid>.copy there. */
-static int copy_snapshot(void)
-{
-    const char *out = getenv("VRAMTAP_OUT");
-    char suffix[32], from[4096], to[4096];
-    snprintf(suffix, sizeof suffix, ".%d.json", (int)getpid());
-    DIR *d = out ? opendir(out) : NULL;
-    if (!d)
-        return 1;
-    int copied = 0;
-    for (struct dirent *e; (e = readdir(d)) && !copied;) {
-        size_t n = strlen(e->d_name), k = strlen(suffix);
-        if (n < k || strcmp(e->d_name + n - k, suffix))
-            continue;
-        snprintf(from, sizeof from, "%s/%s", out, e->d_name);
-        snprintf(to, sizeof to, "%s/interim.%d.copy", out, (int)getpid());
-        FILE *f = fopen(from, "rb"), *g = fopen(to, "wb");
-        char buf[1 << 16];
-        size_t got;
-        while (f && g && (got = fread(buf, 1, sizeof buf, f)) > 0)
-            copied = fwrite(buf, 1, got, g) == got;
-        if (f)
-            fclose(f);
-        if (g)
-            copied &= fclose(g) == 0;
-    }
-    closedir(d);
-    return !copied;
 }
 
 int main(int argc, char **argv)
