@@ -14,9 +14,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-from runs import finish, until_tested
+from runs import finish, run_debug, until_tested
 
 PEAK, LATE = 100000, 40000
 # Under ThreadSanitizer the step mark takes so long to begin its copy that frees 5 µs apart are
@@ -34,12 +33,7 @@ def run():
     """One run; its failures appended. Returns whether it tested what it is for: some
     allocations freed while the copy ran, and a post-mortem written in the middle of it (on two
     busy cores the other threads may not run while the copy does)."""
-    out = tempfile.mkdtemp(prefix="vt-interim-history-")
-    outs.append(out)
-    env = dict(os.environ, LD_PRELOAD=os.environ["VT_PRELOAD"], VRAMTAP_OUT=out,
-               VRAMTAP_DEBUG="1", LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
-    p = subprocess.run([prog, str(PEAK), str(LATE), str(GAP_US), str(WAIT_MS), str(NTH)], env=env, capture_output=True, text=True,
-                       timeout=600)
+    out, p = run_debug(prog, [PEAK, LATE, GAP_US, WAIT_MS, NTH], "vt-interim-history-", outs)
     if p.returncode != 0:
         failures.append("exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
         return False

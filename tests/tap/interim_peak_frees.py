@@ -13,9 +13,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-from runs import finish, until_tested
+from runs import finish, run_debug, until_tested
 
 MADE = 100000
 # Under ThreadSanitizer the step mark takes so long to begin its copy that frees 5 µs apart are
@@ -30,12 +29,7 @@ outs = []
 def run():
     """One run; its failures appended. Returns whether it tested what it is for: some
     allocations freed while the copy ran."""
-    out = tempfile.mkdtemp(prefix="vt-interim-peak-frees-")
-    outs.append(out)
-    env = dict(os.environ, LD_PRELOAD=os.environ["VT_PRELOAD"], VRAMTAP_OUT=out,
-               VRAMTAP_DEBUG="1", LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
-    p = subprocess.run([prog, str(MADE), str(GAP_US)], env=env, capture_output=True, text=True,
-                       timeout=600)
+    out, p = run_debug(prog, [MADE, GAP_US], "vt-interim-peak-frees-", outs)
     if p.returncode != 0:
         failures.append("exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
         return False

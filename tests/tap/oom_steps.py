@@ -15,9 +15,8 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
-from runs import finish, until_tested
+from runs import finish, run_debug, until_tested
 
 prog = sys.argv[1]
 live, gap = (20000, 20) if "thread" in os.environ.get("VT_SANITIZE", "") else (200000, 2)
@@ -28,12 +27,7 @@ outs = []
 def run():
     """One run; its failures appended. Returns how many allocations the copy took as they died
     (0: the freeing thread did not run while the copy did, and the run tested nothing)."""
-    out = tempfile.mkdtemp(prefix="vt-oom-steps-")
-    outs.append(out)
-    env = dict(os.environ, LD_PRELOAD=os.environ["VT_PRELOAD"], VRAMTAP_OUT=out,
-               VRAMTAP_DEBUG="1", LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
-    p = subprocess.run([prog, str(live), str(gap)], env=env, capture_output=True, text=True,
-                       timeout=600)
+    out, p = run_debug(prog, [live, gap], "vt-oom-steps-", outs)
     posts = glob.glob(os.path.join(out, "vramtap.*.oom1.json"))
     if p.returncode != 0:
         failures.append("exit %d\n%s" % (p.returncode, p.stderr[-3000:]))

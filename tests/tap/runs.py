@@ -1,8 +1,22 @@
 """What the tests here that run a program under the library and read its files share: runs
 repeated while the threads' timing left them testing nothing, and the end of a test (its
 failures said, its folders removed when it passed, kept to look into when it failed)."""
+import os
 import shutil
+import subprocess
 import sys
+import tempfile
+
+
+def run_debug(prog, args, prefix, outs, timeout=600):
+    """Runs prog with args under the library, its debug lines on, writing into a new folder
+    (added to outs, named from prefix): the folder and the finished process."""
+    out = tempfile.mkdtemp(prefix=prefix)
+    outs.append(out)
+    env = dict(os.environ, LD_PRELOAD=os.environ["VT_PRELOAD"], VRAMTAP_OUT=out,
+               VRAMTAP_DEBUG="1", LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
+    return out, subprocess.run([prog] + [str(a) for a in args], env=env, capture_output=True,
+                               text=True, timeout=timeout)
 
 
 def until_tested(run, failures, untested, runs=5):
