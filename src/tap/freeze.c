@@ -7,12 +7,12 @@
 #include "locks.h"
 #include "peak.h"
 
-/* A live record (of the arena) or a dead one the peak keeps, as the file shows it: dead
- * unless `alive`. */
-static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead, int alive)
+/* A live record (of the arena, dead NULL) or a dead one the peak keeps, as the file shows it:
+ * with its death when `died`. */
+static int freeze_rec(frozen *fz, const vt_rec *r, const vt_dead *dead, int died)
 {
     return vt_copied_add_locked(&fz->out, r, dead ? dead->address : vt_rec_address(r),
-                                dead && !alive ? &dead->death : NULL);
+                                dead && died ? &dead->death : NULL);
 }
 
 /* A record of the arena that is a device or VMM allocation (not a free slot, not pinned host
@@ -36,13 +36,13 @@ static int freeze_records(frozen *fz, const vt_oom *oom)
     for (uint32_t i = 0, end = vt_arena_end(); i < end; i++) {
         const vt_rec *r = device_rec(i);
         if (r && (oom ? vt_rec_device(r) == oom->device : vt_peak_holds(r)) &&
-            !freeze_rec(fz, r, NULL, 1))
+            !freeze_rec(fz, r, NULL, 0))
             return 0;
     }
     for (int d = 0; !oom && d < VT_MAX_DEVICES; d++) {
         for (uint32_t i = 0; i < vt_state.dev[d].dead.n; i++) {
             const vt_dead *e = dead_at(d, i);
-            if (!freeze_rec(fz, &e->r, e, 0))
+            if (!freeze_rec(fz, &e->r, e, 1))
                 return 0;
         }
     }
@@ -203,7 +203,7 @@ static int still_valid(const moment *m)
 /* As of the moment m: an allocation that died since is shown alive. */
 static int copy_as_of(frozen *fz, const moment *m, const vt_rec *r, const vt_dead *dead)
 {
-    return freeze_rec(fz, r, dead, dead && dead->death.seq > m->seq);
+    return freeze_rec(fz, r, dead, dead && dead->death.seq <= m->seq);
 }
 
 /* One step, lock held: 1 more to do, 0 done, -1 start again, -2 out of room. A post-mortem's
