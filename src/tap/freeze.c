@@ -28,6 +28,13 @@ static const vt_dead *dead_at(int device, uint32_t i)
     return vt_chunk_at(&vt_state.dev[device].dead.c, sizeof(vt_dead), i);
 }
 
+/* Whether a file lists the live allocation of record r: for an exit or interim file (oom NULL),
+ * when it was live at its device's peak; for a post-mortem, when it is on the failing device. */
+static int lists(const vt_rec *r, const void *oom)
+{
+    return oom ? vt_rec_device(r) == ((const vt_oom *)oom)->device : vt_peak_holds(r);
+}
+
 /* Exit: the live set at each device's peak. Post-mortem: what is live on the failing device.
  * Called with the state lock held; returns 0 when the records did not fit in fz->out.cap. */
 static int freeze_records(frozen *fz, const vt_oom *oom)
@@ -35,8 +42,7 @@ static int freeze_records(frozen *fz, const vt_oom *oom)
     fz->out.n = fz->out.ndeaths = 0;
     for (uint32_t i = 0, end = vt_arena_end(); i < end; i++) {
         const vt_rec *r = device_rec(i);
-        if (r && (oom ? vt_rec_device(r) == oom->device : vt_peak_holds(r)) &&
-            !freeze_rec(fz, r, NULL, 0))
+        if (r && lists(r, oom) && !freeze_rec(fz, r, NULL, 0))
             return 0;
     }
     for (int d = 0; !oom && d < VT_MAX_DEVICES; d++) {
@@ -106,9 +112,10 @@ void vt_thaw(frozen *fz)
 /* Everything but the records and the history's events, with the state lock held (the history's
  * copy begun: vt_history_freeze_end_locked follows); 0 when the timeline or the history outgrew
  * the room reserve() made (the caller makes more and tries again). */
-static int freeze_books_locked(frozen *fz, size_t capspans)
+static int freeze_books_locked(frozen *fz, const vt_oom *oom, size_t capspans)
 {
-    if (vt_state.nspans > capspans || (fz->history && !vt_history_freeze_begin_locked(fz->history)))
+    if (vt_state.nspans > capspans ||
+        (fz->history && !vt_history_freeze_begin_locked(fz->history, lists, oom)))
         return 0;
     /* labels of the records copied from here on, and the loose ranges as of now */
     vt_identity_thaw(fz->out.labels);
@@ -167,7 +174,7 @@ static void history_end_locked(frozen *fz)
 static int freeze_at_once(frozen *fz, const vt_oom *oom, size_t capspans)
 {
     vt_lock();
-    int done = freeze_books_locked(fz, capspans) && history_step_locked(fz, SIZE_MAX) == 0 &&
+    int done = freeze_books_locked(fz, oom, capspans) && history_step_locked(fz, SIZE_MAX) == 0 &&
                freeze_records(fz, oom);
     history_end_locked(fz);
     vt_unlock();
@@ -287,7 +294,7 @@ static int freeze_in_steps(frozen *fz, const vt_oom *oom, size_t capspans)
         fz->out.full = 0;
         vt_lock();
         holds h = {.from = thread_cpu_ns()};
-        if (!freeze_books_locked(fz, capspans)) {
+        if (!freeze_books_locked(fz, oom, capspans)) {
             history_end_locked(fz);
             vt_unlock();
             rc = -1;

@@ -28,6 +28,9 @@
 enum {
     PHASE_BITS = 3,
     FREED = 1 << 6,
+    /* in a copy, an allocation's event whose allocation the file lists: the rest of its birth
+     * is not copied (the file takes it from the allocation's record) */
+    LISTED = 1 << PHASE_BITS,
     MARKED = 1 << 7, /* a free: its allocation's event was in an earlier window then */
     GONE = 1 << 7    /* an allocation: freed since (its record may be another's now) */
 };
@@ -511,6 +514,12 @@ static int live_stub(const head *h)
     return h->units == STUB && !(h->flags & GONE);
 }
 
+/* In a copy: whether the details hold the rest of the birth of event h. */
+static int has_details(const head *h)
+{
+    return live_stub(h) && !(h->flags & LISTED);
+}
+
 /* The record of the allocation whose event is at unit i, while it is that allocation's. */
 static vt_rec *owner(size_t i)
 {
@@ -691,8 +700,11 @@ struct vt_history_copy {
     uint64_t dropped;
     unit *u;
     size_t used, cap;  /* units */
-    packed_birth *det; /* the rest of the births of the stubs still alive, in the windows' order */
+    packed_birth *det; /* the rest of the births of the stubs still alive and not LISTED, in the
+                          windows' order */
     size_t ndet, det_cap;
+    vt_history_lists listed;
+    const void *listed_ctx;
     event_ref *ev; /* the events, window after window (vt_history_write) */
     size_t n;
     late_death *late;
@@ -738,9 +750,10 @@ vt_history_copy *vt_history_copy_new(size_t bound, size_t stubs)
         vt_history_copy_free(c);
         return NULL;
     }
-    /* touched here, so that the copy under the lock is a copy and not a page fault per page */
+    /* touched here, so that the copy under the lock is a copy and not a page fault per page; not
+     * the details, which only the events of allocations the file does not list take (at exit, often
+     * few of them: the room for all of them touched took 32 bytes an event) */
     memset(c->u, 0, c->cap * sizeof *c->u);
-    memset(c->det, 0, c->det_cap * sizeof *c->det);
     memset(c->late, 0, c->late_cap * sizeof *c->late);
     return c;
 }
@@ -759,7 +772,7 @@ void vt_history_copy_free(vt_history_copy *c)
 
 /* The first hold of a copy: all but the events and their stubs' details, which the steps copy
  * (vt_history_freeze_step_locked) as they were now. 0 when the book outgrew the copy. */
-int vt_history_freeze_begin_locked(vt_history_copy *c)
+int vt_history_freeze_begin_locked(vt_history_copy *c, vt_history_lists listed, const void *ctx)
 {
     c->on = H.on;
     if (!H.on)
@@ -801,13 +814,15 @@ int vt_history_freeze_begin_locked(vt_history_copy *c)
     c->nsaved = 0;
     c->saved_lost = 0;
     c->finished = 0;
+    c->listed = listed;
+    c->listed_ctx = ctx;
     c->outer = H.freeze;
     H.freeze = c;
     return 1;
 }
 
 /* Takes the details of the stubs alive in the copy below its front, from their records, in the
- * order list_events reads them in. */
+ * order list_events reads them in; marks LISTED those of allocations the file lists instead. */
 static void take_details(vt_history_copy *c)
 {
     while (c->dw < c->nwin) {
@@ -819,9 +834,13 @@ static void take_details(vt_history_copy *c)
         }
         if (c->di >= c->front)
             return;
-        if (live_stub((const head *)&c->u[c->di]) && c->ndet < c->det_cap) {
+        head *h = (head *)&c->u[c->di];
+        if (live_stub(h)) {
             const vt_rec *r = owner(c->di);
-            c->det[c->ndet++] = r ? packed_of(r) : (packed_birth){0};
+            if (r && c->listed(r, c->listed_ctx))
+                h->flags |= LISTED;
+            else if (c->ndet < c->det_cap)
+                c->det[c->ndet++] = r ? packed_of(r) : (packed_birth){0};
         }
         c->di += ((const head *)&c->u[c->di])->units;
         c->dk++;
@@ -885,7 +904,7 @@ static int finish(vt_history_copy *c)
         for (int w = 0; w < c->nwin; w++) {
             size_t i = c->win[w].first;
             for (size_t e = 0; e < c->win[w].n; e++, i += ((const head *)&c->u[i])->units) {
-                if (!live_stub((const head *)&c->u[i]))
+                if (!has_details((const head *)&c->u[i]))
                     continue;
                 while (k < c->nsaved && c->saved[k].at < i)
                     k++;
@@ -1091,7 +1110,7 @@ static int list_events(vt_history_copy *c)
         size_t i = c->win[w].first;
         c->win[w].first = c->n;
         for (size_t k = 0; k < c->win[w].n; k++, i += ((const head *)&c->u[i])->units) {
-            int has = live_stub((const head *)&c->u[i]) && d < c->ndet;
+            int has = has_details((const head *)&c->u[i]) && d < c->ndet;
             c->ev[c->n++] = (event_ref){i, has ? d++ : NO_DETAILS};
         }
     }

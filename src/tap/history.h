@@ -76,7 +76,11 @@ typedef struct {
  * one step of SIZE_MAX units and end in one hold. */
 VT_HIDDEN size_t vt_history_bound_locked(size_t *stubs);
 VT_HIDDEN vt_history_copy *vt_history_copy_new(size_t bound, size_t stubs);
-VT_HIDDEN int vt_history_freeze_begin_locked(vt_history_copy *c);
+/* listed(r, ctx): whether the file lists the allocation of record r, alive at the first hold (the
+ * copy of the books will): the rest of its birth is then not copied for its event. */
+typedef int (*vt_history_lists)(const vt_rec *r, const void *ctx);
+VT_HIDDEN int vt_history_freeze_begin_locked(vt_history_copy *c, vt_history_lists listed,
+                                             const void *ctx);
 VT_HIDDEN int vt_history_freeze_step_locked(vt_history_copy *c, size_t units);
 VT_HIDDEN void vt_history_freeze_end_locked(vt_history_copy *c);
 VT_HIDDEN void vt_history_copy_free(vt_history_copy *c);
