@@ -227,8 +227,8 @@ static int step_locked(frozen *fz, moment *m, const vt_oom *oom)
             return 1;
         }
         const vt_rec *r = device_rec(m->next);
-        if (!r || vt_rec_seq(r) > m->seq ||
-            (oom ? vt_rec_device(r) != oom->device : vt_rec_seq(r) > m->peak_seq[vt_rec_device(r)]))
+        /* the peak is where it was at the first hold (still_valid): lists() reads it there */
+        if (!r || vt_rec_seq(r) > m->seq || !lists(r, oom))
             continue;
         if (!copy_as_of(fz, m, r, NULL))
             return -2;

@@ -10,12 +10,10 @@ put off for it, tested nothing: it runs again, up to 5 times in all, before the 
 
 usage: interim_history.py PROGRAM"""
 import glob
-import json
 import os
-import subprocess
 import sys
 
-from runs import finish, run_debug, until_tested
+from runs import export_json, finish, run_debug, until_tested
 
 PEAK, LATE = 100000, 40000
 # Under ThreadSanitizer the step mark takes so long to begin its copy that frees 5 µs apart are
@@ -65,8 +63,7 @@ def run():
     if len(copies) != 1:
         failures.append("interim copies: %s" % copies)
         return False
-    doc = json.loads(subprocess.run([os.environ["VT_CLI"], "export", "--json", copies[0]],
-                                    capture_output=True, text=True, check=True).stdout)
+    doc = export_json(copies[0])
     listed = doc.get("history_allocations", [])
     hist = {int(a["address"], 16): a for a in listed if a["address"] is not None}
     if len(hist) != len(listed):

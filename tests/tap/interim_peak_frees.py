@@ -9,12 +9,10 @@ nothing: it runs again, up to 5 times in all, before it says so).
 
 usage: interim_peak_frees.py PROGRAM"""
 import glob
-import json
 import os
-import subprocess
 import sys
 
-from runs import finish, run_debug, until_tested
+from runs import export_json, finish, run_debug, until_tested
 
 MADE = 100000
 # Under ThreadSanitizer the step mark takes so long to begin its copy that frees 5 µs apart are
@@ -47,8 +45,7 @@ def run():
     if not interim or len(copies) != 1:
         failures.append("no interim file copied: %s" % copies)
         return False
-    doc = json.loads(subprocess.run([os.environ["VT_CLI"], "export", "--json", copies[0]],
-                                    capture_output=True, text=True, check=True).stdout)
+    doc = export_json(copies[0])
     listed = {int(a["address"], 16): a for a in doc["allocations"]}
     freed_ids = {e[1] for e in doc.get("history_events", []) if e[2] < 0}
     missing = dead_unfreed = dead_later = alive_gone = 0

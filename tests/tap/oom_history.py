@@ -4,12 +4,10 @@ on the other device, which it does not list, with the address and size the progr
 
 usage: oom_history.py PROGRAM"""
 import glob
-import json
 import os
-import subprocess
 import sys
 
-from runs import finish, run_debug
+from runs import export_json, finish, run_debug
 
 prog = sys.argv[1]
 failures = []
@@ -28,8 +26,7 @@ posts = glob.glob(os.path.join(out, "vramtap.*.oom1.json"))
 if len(posts) != 1:
     failures.append("post-mortems: %s" % posts)
 else:
-    doc = json.loads(subprocess.run([os.environ["VT_CLI"], "export", "--json", posts[0]],
-                                    capture_output=True, text=True, check=True).stdout)
+    doc = export_json(posts[0])
     listed = sorted(int(a["address"], 16) for a in doc["allocations"])
     if listed != live:
         failures.append("the post-mortem lists %s, expected %s" % (listed, live))

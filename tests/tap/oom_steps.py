@@ -10,13 +10,11 @@ to outlast 20,000 frees 2 µs apart).
 
 usage: oom_steps.py PROGRAM"""
 import glob
-import json
 import os
 import re
-import subprocess
 import sys
 
-from runs import finish, run_debug, until_tested
+from runs import export_json, finish, run_debug, until_tested
 
 prog = sys.argv[1]
 live, gap = (20000, 20) if "thread" in os.environ.get("VT_SANITIZE", "") else (200000, 2)
@@ -46,8 +44,7 @@ def run():
     if len(copies) != 1 or int(copies[0][0]) < 2:
         failures.append("VRAMTAP_DEBUG said no post-mortem copied in steps: %s" % copies)
         return 0
-    doc = json.loads(subprocess.run([os.environ["VT_CLI"], "export", "--json", posts[0]],
-                                    capture_output=True, text=True, check=True).stdout)
+    doc = export_json(posts[0])
     listed = [a for a in doc["allocations"] if a["device"] == 0]
     ids = sorted(a["id"] for a in listed)
     k = len(ids)

@@ -1,6 +1,7 @@
 """What the tests here that run a program under the library and read its files share: runs
 repeated while the threads' timing left them testing nothing, and the end of a test (its
 failures said, its folders removed when it passed, kept to look into when it failed)."""
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,12 @@ def run_debug(prog, args, prefix, outs, timeout=600):
                VRAMTAP_DEBUG="1", LD_LIBRARY_PATH=os.environ["VT_STANDIN_DIR"])
     return out, subprocess.run([prog] + [str(a) for a in args], env=env, capture_output=True,
                                text=True, timeout=timeout)
+
+
+def export_json(path):
+    """The snapshot file at path as JSON, read through the command (`vramtap export --json`)."""
+    return json.loads(subprocess.run([os.environ["VT_CLI"], "export", "--json", path],
+                                     capture_output=True, text=True, check=True).stdout)
 
 
 def until_tested(run, failures, untested, runs=5):
