@@ -32,11 +32,15 @@ cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fn,
                                                   unsigned int version, unsigned long long flags,
                                                   enum cudaDriverEntryPointQueryResult *status);
 
-static void note(int outer, cudaError_t rc, vt_api api, vt_kind kind, int device, void *p,
-                 uint64_t size)
+/* 1 when a call is to be recorded: the outermost of vramtap's wrappers, vramtap not disabled.
+ * Asked before anything else is: a nested or unrecorded call asks the driver nothing. */
+static int recording(int outer)
 {
-    if (!outer || vt_cfg.disabled)
-        return;
+    return outer && !vt_cfg.disabled;
+}
+
+static void note(cudaError_t rc, vt_api api, vt_kind kind, int device, void *p, uint64_t size)
+{
     if (rc != cudaSuccess)
         vt_note_fail(api, device, size, rc, rc == cudaErrorMemoryAllocation);
     else if (p)
@@ -48,15 +52,15 @@ static void note(int outer, cudaError_t rc, vt_api api, vt_kind kind, int device
 static void note_current(int outer, cudaError_t rc, vt_api api, vt_kind kind, void *p,
                          uint64_t size)
 {
-    if (!outer || vt_cfg.disabled)
+    if (!recording(outer))
         return;
     vt_live_prefetch(rc == cudaSuccess ? (uintptr_t)p : 0);
-    note(outer, rc, api, kind, vt_device_current(), p, size);
+    note(rc, api, kind, vt_device_current(), p, size);
 }
 
 static void note_free(int outer, const void *p)
 {
-    if (outer && p && !vt_cfg.disabled)
+    if (p && recording(outer))
         vt_note_free((uintptr_t)p);
 }
 
@@ -122,9 +126,11 @@ static cudaError_t malloc_async(__typeof__(&cudaMallocAsync) real, void **p, siz
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size, s);
     vt_guard_leave();
+    if (!recording(outer))
+        return rc;
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
     vt_live_prefetch((uintptr_t)ptr);
-    note(outer, rc, VT_API_cudaMallocAsync, VT_KIND_POOL,
+    note(rc, VT_API_cudaMallocAsync, VT_KIND_POOL,
          vt_device_of_stream((uintptr_t)s, 0, (uintptr_t)ptr), ptr, size);
     return rc;
 }
@@ -147,12 +153,14 @@ static cudaError_t malloc_from_pool(__typeof__(&cudaMallocFromPoolAsync) real, v
     int outer = vt_guard_enter();
     cudaError_t rc = real(p, size, pool, s);
     vt_guard_leave();
+    if (!recording(outer))
+        return rc;
     void *ptr = p && rc == cudaSuccess ? *p : NULL;
     vt_live_prefetch((uintptr_t)ptr);
     int device = vt_device_of_pointer((uintptr_t)ptr);
-    if (outer && ptr)
+    if (ptr)
         vt_note_pool(device, (uintptr_t)pool);
-    note(outer, rc, VT_API_cudaMallocFromPoolAsync, VT_KIND_POOL, device, ptr, size);
+    note(rc, VT_API_cudaMallocFromPoolAsync, VT_KIND_POOL, device, ptr, size);
     return rc;
 }
 
@@ -194,7 +202,7 @@ VT_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool)
 {
     REAL_OR_RETURN(cudaMemPoolDestroy);
     int outer = vt_guard_enter();
-    if (outer && !vt_cfg.disabled)
+    if (recording(outer))
         vt_note_pool_destroy((uintptr_t)pool);
     cudaError_t rc = real(pool);
     vt_guard_leave();
@@ -203,7 +211,7 @@ VT_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool)
 
 static void note_host(int outer, cudaError_t rc, vt_api api, void *p, size_t size)
 {
-    if (!outer || vt_cfg.disabled)
+    if (!recording(outer))
         return;
     if (rc != cudaSuccess)
         vt_note_fail(api, -1, size, rc, 0);
@@ -237,7 +245,7 @@ VT_EXPORT cudaError_t cudaFreeHost(void *p)
 {
     REAL_OR_RETURN(cudaFreeHost);
     int outer = vt_guard_enter();
-    if (outer && p && !vt_cfg.disabled) {
+    if (p && recording(outer)) {
         vt_pinned_remove((uintptr_t)p);
         vt_note_host_free((uintptr_t)p);
     }

@@ -162,6 +162,11 @@ struct pointer {
 };
 HIDDEN bool identify(struct books *b, uintptr_t addr, struct pointer *out);
 
+/* A question of which device a context or a pointer is on: counted, for tests that check what
+ * the library asks the driver (standin_device_queries, exported). Not a read-modify-write: a
+ * count from several threads at once may come short, which no test reads. */
+HIDDEN void count_device_query(void);
+
 /* The VMM mapping holding addr, and the reservation it lies in. */
 HIDDEN bool vmm_lookup(struct books *b, uintptr_t addr, struct vrange **mapping,
                        struct vrange **reservation);

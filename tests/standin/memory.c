@@ -554,6 +554,7 @@ bool identify(struct books *b, uintptr_t addr, struct pointer *out)
 
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
+    count_device_query();
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
     struct books *b = lock_books();
