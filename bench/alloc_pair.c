@@ -21,22 +21,10 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "pair.h"
 
 static int pairs = 200000;
 static int chain = 0;
-
-__attribute__((noinline)) static int pair_at_depth(int depth, int i)
-{
-    if (depth > 0) {
-        int rc = pair_at_depth(depth - 1, i);
-        __asm__ volatile("" ::: "memory"); /* keeps the recursion from becoming a loop */
-        return rc;
-    }
-    void *p;
-    if (cudaMallocAsync(&p, 512 * (size_t)(1 + i % 8), 0) != cudaSuccess)
-        return 1;
-    return cudaFreeAsync(p, 0) != cudaSuccess;
-}
 
 /* arg: the processor to run on, + 1; NULL: wherever the scheduler puts it. */
 static void *worker(void *arg)

@@ -1,0 +1,82 @@
+/* What recording adds to a pair, timed in one process: chunks of pairs (pair.h) with recording on
+ * and off in turns, through vt_bench_record, which only a library built with
+ * -Dbench_switch=true has (scripts/bench's). Each of PAIRS pairs of chunks runs its two chunks
+ * back to back, in an order drawn at random: the median of their differences is what recording
+ * adds, which the machine's slow spells (they last longer than a chunk) and the run's own steps
+ * (a table growing, which lands in one chunk) move little. With recording off, vramtap's
+ * wrappers still stand between the program and the stand-in: that passage is not in the figure.
+ * LIVE allocations of 512 bytes are made first, recorded, and stay live.
+ * Prints "live=L depth=D added_ns_median=M added_ns_q1=A added_ns_q3=B off_ns_median=O"
+ * (nanoseconds a pair, wall time).
+ *
+ * usage: pair_chunks LIVE DEPTH PAIRS CHUNK */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench.h"
+#include "pair.h"
+
+/* Seconds a chunk of n pairs takes, from pair number `first` on, or -1 when a call failed. */
+static double chunk(int depth, int first, int n)
+{
+    double t = bench_seconds(CLOCK_MONOTONIC);
+    for (int i = first; i < first + n; i++)
+        if (pair_at_depth(depth, i))
+            return -1;
+    return bench_seconds(CLOCK_MONOTONIC) - t;
+}
+
+int main(int argc, char **argv)
+{
+    long live = argc == 5 ? atol(argv[1]) : -1;
+    int depth = argc == 5 ? atoi(argv[2]) : -1, pairs = argc == 5 ? atoi(argv[3]) : 0,
+        size = argc == 5 ? atoi(argv[4]) : 0;
+    if (live < 0 || depth < 0 || pairs < 4 || size < 8) {
+        fprintf(stderr, "usage: pair_chunks LIVE DEPTH PAIRS CHUNK\n");
+        return 2;
+    }
+    void (*record)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "vt_bench_record");
+    if (!record) {
+        fprintf(stderr, "pair_chunks: no vt_bench_record: run it under a library built with "
+                        "-Dbench_switch=true\n");
+        return 2;
+    }
+    for (long i = 0; i < live; i++) {
+        void *p;
+        if (cudaMalloc(&p, 512) != cudaSuccess) {
+            fprintf(stderr, "pair_chunks: cudaMalloc failed\n");
+            return 1;
+        }
+    }
+    double *added = malloc((size_t)pairs * sizeof *added),
+           *off = malloc((size_t)pairs * sizeof *off);
+    if (!added || !off)
+        return 1;
+    uint64_t draw = 1;
+    for (int k = -4; k < pairs; k++) { /* four pairs of warm-up */
+        draw = draw * 6364136223846793005ULL + 1442695040888963407ULL;
+        int on_first = (int)(draw >> 63);
+        double t[2];
+        for (int half = 0; half < 2; half++) {
+            int on = half ? !on_first : on_first;
+            record(on);
+            if ((t[on] = chunk(depth, (2 * (k + 4) + half) * size, size)) < 0) {
+                fprintf(stderr, "pair_chunks: cudaMallocAsync or cudaFreeAsync failed\n");
+                return 1;
+            }
+        }
+        if (k >= 0) {
+            added[k] = (t[1] - t[0]) * 1e9 / size;
+            off[k] = t[0] * 1e9 / size;
+        }
+    }
+    record(1);
+    qsort(added, (size_t)pairs, sizeof *added, bench_by_value);
+    qsort(off, (size_t)pairs, sizeof *off, bench_by_value);
+    printf("live=%ld depth=%d added_ns_median=%.1f added_ns_q1=%.1f added_ns_q3=%.1f "
+           "off_ns_median=%.1f\n",
+           live, depth, added[pairs / 2], added[pairs / 4], added[3 * pairs / 4], off[pairs / 2]);
+    return 0;
+}
