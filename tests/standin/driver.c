@@ -395,7 +395,6 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-/* ctx NULL: the current context. */
 static atomic_ulong device_queries;
 
 void count_device_query(void)
@@ -410,6 +409,7 @@ __attribute__((visibility("default"))) unsigned long standin_device_queries(void
     return atomic_load_explicit(&device_queries, memory_order_relaxed);
 }
 
+/* ctx NULL: the current context. */
 static CUresult ctx_device(CUdevice *device, CUcontext ctx)
 {
     count_device_query();
