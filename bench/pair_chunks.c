@@ -6,35 +6,45 @@
  * (a table growing, which lands in one chunk) move little. With recording off, vramtap's
  * wrappers still stand between the program and the stand-in: that passage is not in the figure.
  * LIVE allocations of 512 bytes are made first, recorded, and stay live.
+ * `ramp` in place of LIVE and DEPTH: each step of a chunk is a cudaMalloc(512) kept live, in
+ * place of a pair (the recorded half of 2 x PAIRS x CHUNK allocations is the books' ramp).
  * Prints "live=L depth=D added_ns_median=M added_ns_q1=A added_ns_q3=B off_ns_median=O"
- * (nanoseconds a pair, wall time).
+ * (nanoseconds a step, wall time; L and D are -1 for a ramp).
  *
- * usage: pair_chunks LIVE DEPTH PAIRS CHUNK */
+ * usage: pair_chunks LIVE DEPTH PAIRS CHUNK
+ *        pair_chunks ramp PAIRS CHUNK */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
 #include "pair.h"
 
-/* Seconds a chunk of n pairs takes, from pair number `first` on, or -1 when a call failed. */
+/* Seconds a chunk of n steps takes, from step number `first` on, or -1 when a call failed: a
+ * step is a pair under `depth` calls, or with depth -1 an allocation of the ramp. */
 static double chunk(int depth, int first, int n)
 {
     double t = bench_seconds(CLOCK_MONOTONIC);
+    void *p;
     for (int i = first; i < first + n; i++)
-        if (pair_at_depth(depth, i))
+        if (depth < 0 ? cudaMalloc(&p, 512) != cudaSuccess : pair_at_depth(depth, i))
             return -1;
     return bench_seconds(CLOCK_MONOTONIC) - t;
 }
 
 int main(int argc, char **argv)
 {
-    long live = argc == 5 ? atol(argv[1]) : -1;
-    int depth = argc == 5 ? atoi(argv[2]) : -1, pairs = argc == 5 ? atoi(argv[3]) : 0,
-        size = argc == 5 ? atoi(argv[4]) : 0;
-    if (live < 0 || depth < 0 || pairs < 4 || size < 8) {
-        fprintf(stderr, "usage: pair_chunks LIVE DEPTH PAIRS CHUNK\n");
+    int ramp = argc == 4 && !strcmp(argv[1], "ramp");
+    long live = ramp ? -1 : argc == 5 ? atol(argv[1]) : -2;
+    int depth = ramp        ? -1
+                : argc == 5 ? atoi(argv[2])
+                            : -2,
+        pairs = atoi(argv[argc > 3 ? argc - 2 : 0]), size = atoi(argv[argc > 3 ? argc - 1 : 0]);
+    if (live < -1 || depth < -1 || pairs < 4 || size < 8) {
+        fprintf(stderr, "usage: pair_chunks LIVE DEPTH PAIRS CHUNK\n"
+                        "       pair_chunks ramp PAIRS CHUNK\n");
         return 2;
     }
     void (*record)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "vt_bench_record");
@@ -63,7 +73,7 @@ int main(int argc, char **argv)
             int on = half ? !on_first : on_first;
             record(on);
             if ((t[on] = chunk(depth, (2 * (k + 4) + half) * size, size)) < 0) {
-                fprintf(stderr, "pair_chunks: cudaMallocAsync or cudaFreeAsync failed\n");
+                fprintf(stderr, "pair_chunks: an allocation or a free failed\n");
                 return 1;
             }
         }
