@@ -42,7 +42,7 @@ int main(int argc, char **argv)
                 : argc == 5 ? atoi(argv[2])
                             : -2,
         pairs = atoi(argv[argc > 3 ? argc - 2 : 0]), size = atoi(argv[argc > 3 ? argc - 1 : 0]);
-    if (live < -1 || depth < -1 || pairs < 4 || size < 8) {
+    if ((!ramp && (live < 0 || depth < 0)) || pairs < 4 || size < 8) {
         fprintf(stderr, "usage: pair_chunks LIVE DEPTH PAIRS CHUNK\n"
                         "       pair_chunks ramp PAIRS CHUNK\n");
         return 2;
