@@ -470,11 +470,22 @@ void vt_history_alloc_locked(vt_rec *r, uint32_t rec, const vt_birth *birth, int
 
 static void save_for_copy(vt_history_copy *c, size_t at, const vt_rec *r);
 
-void vt_history_free_locked(vt_rec *r, const vt_mark *death)
+/* Writes at unit `at` the free of r, whose event is at unit hist - 1 of the same window. Inline:
+ * the common free fills it in place. */
+static inline __attribute__((always_inline)) void put_same(size_t at, size_t hist, uint8_t flags,
+                                                           const vt_rec *r, const vt_mark *death)
 {
-    if (!H.on)
-        return;
-    size_t hist = vt_rec_hist(r);
+    hsame *e = (hsame *)&H.u[at];
+    e->h = (head){.ref = (uint32_t)(at - (hist - 1)), .flags = flags, .units = SAME_FREE};
+    e->death = pack(death);
+    e->birth = packed_of(r);
+}
+
+/* vt_history_free_locked's other cases, apart so that the common one runs in a small frame: a copy
+ * being made, an allocation without a kept event or with one in an earlier window, a window cut
+ * short. `hist`: vt_rec_hist(r). */
+static __attribute__((noinline)) void free_rare(vt_rec *r, const vt_mark *death, size_t hist)
+{
     if (hist) {
         /* freezing first: the free has read its line already, H.freeze's line it has not */
         if (vt_state.freezing && H.freeze)
@@ -493,10 +504,7 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
     size_t at = H.used;
     uint8_t flags = (uint8_t)(death->phase << PHASE_BITS | FREED | (hist ? MARKED : 0));
     if (hist > w->first) {
-        hsame *e = (hsame *)&H.u[at];
-        e->h = (head){.ref = (uint32_t)(at - (hist - 1)), .flags = flags, .units = SAME_FREE};
-        e->death = pack(death);
-        e->birth = packed_of(r);
+        put_same(at, hist, flags, r, death);
         added(w, SAME_FREE, death->time);
     } else {
         frozen_rec a;
@@ -506,6 +514,23 @@ void vt_history_free_locked(vt_rec *r, const vt_mark *death)
         e->death = pack(death);
         added(w, WHOLE_FREE, death->time);
     }
+}
+
+void vt_history_free_locked(vt_rec *r, const vt_mark *death)
+{
+    if (!H.on)
+        return;
+    size_t hist = vt_rec_hist(r);
+    hwin *w = H.open;
+    if (!hist || vt_state.freezing || !w || hist <= w->first) {
+        free_rare(r, death, hist);
+        return;
+    }
+    head_at(hist - 1)->flags |= GONE;
+    H.stubs--;
+    size_t at = H.used;
+    put_same(at, hist, (uint8_t)(death->phase << PHASE_BITS | FREED | MARKED), r, death);
+    added(w, SAME_FREE, death->time);
 }
 
 /* Whether h is the event of an allocation still alive, whose record has the rest of its birth. */
