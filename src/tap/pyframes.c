@@ -62,6 +62,14 @@ static inline __attribute__((always_inline)) int rd(int checked, const void *at,
     return 1;
 }
 
+/* An object as a frame holds it: from 3.14 a tagged reference (_PyStackRef), whose low bits say
+ * how it is counted. Objects are 16-byte aligned, so the plain pointers of earlier versions come
+ * through unchanged. */
+static inline const char *untagged(const char *ref)
+{
+    return (const char *)((uintptr_t)ref & ~(uintptr_t)3);
+}
+
 /* The innermost frame of thread state `ts` into *f (NULL where it runs none): through its
  * cframe where the layout has one. 0 when a checked read failed. */
 static inline __attribute__((always_inline)) int innermost(int checked, const vt_pylayout *L,
@@ -89,7 +97,8 @@ static inline __attribute__((always_inline)) int walk(int checked, const vt_pyla
         if (!L->cstack_owner || owner < L->cstack_owner) {
             py_site s;
             const void *type;
-            if (!rd(checked, f + L->f_code, &s.code, sizeof s.code) || !s.code ||
+            if (!rd(checked, f + L->f_code, &s.code, sizeof s.code) ||
+                !(s.code = untagged(s.code)) ||
                 !rd(checked, s.code + VT_PY_OB_TYPE, &type, sizeof type) || type != py->CodeType)
                 return -1;
             int keep = 1;
@@ -318,12 +327,15 @@ int vt_pyframes_modules(const void **selves, int max)
     innermost(0, &lay, ts, &f);
     int n = 0;
     for (int hops = 0; f && n < max && hops < WALK_MAX; hops++) {
-        const void *code;
+        const char *code, *self;
         memcpy(&code, f + lay.f_code, sizeof code);
-        if (code == mcode)
-            memcpy(&selves[n++], f + lay.f_local0, sizeof *selves);
-        else if (code == bcode)
+        code = untagged(code);
+        if (code == mcode) {
+            memcpy(&self, f + lay.f_local0, sizeof self);
+            selves[n++] = untagged(self);
+        } else if (code == bcode) {
             break;
+        }
         memcpy(&f, f + lay.f_back, sizeof f);
     }
     return n;
@@ -349,7 +361,8 @@ static const char *compare(const vt_pylayout *L, const void *marker, char *detai
         return "the stack is too deep to check";
     for (int k = 0; k < 4 && k < n; k++) {
         const void *local0 = NULL;
-        if (!rd(1, ring[k].frame + L->f_local0, &local0, sizeof local0) || local0 != marker) {
+        if (!rd(1, ring[k].frame + L->f_local0, &local0, sizeof local0) ||
+            untagged(local0) != marker) {
             snprintf(detail, cap, "frame %d: another first local", k);
             return detail;
         }

@@ -2,7 +2,7 @@
 libvramtap.so and compares the snapshot's Python frames with what the scenario expects.
 
 usage: check.py CASE HELPER_LIB      (CASE "signature" runs "nested" twice and compares)
-       check.py frames VERSION      (frames.py under CPython VERSION: 3.9 ... 3.13 from pyenv,
+       check.py frames VERSION      (frames.py under CPython VERSION: 3.9 ... 3.15 from pyenv,
                                      or "system" for VT_PYTHON; skipped when not installed)
        check.py fallback VERSION    (the same with the frame layout forced to mismatch)
        check.py layout VERSION      (layout_check.c compiled against that CPython's headers)
@@ -12,7 +12,7 @@ mechanism must be 3 there) and with VRAMTAP_PYTHON_STACKS=2, which follows Pytho
 shadow stack (mechanism 1 or 2).
 
 The scenarios run under VT_PYTHON (/usr/bin/python3), and under every interpreter listed in
-VT_PYSTACK_PYTHONS (colon-separated) as well, e.g. other CPython versions between 3.9 and 3.13.
+VT_PYSTACK_PYTHONS (colon-separated) as well, e.g. other CPython versions between 3.9 and 3.15.
 Exit 0, 1 (a check failed) or 77 (skipped).
 """
 

@@ -4,7 +4,10 @@
  * exit 1 when there is one. */
 #define Py_BUILD_CORE 1
 #include <Python.h>
-#if PY_VERSION_HEX >= 0x030b0000
+#if PY_VERSION_HEX >= 0x030e0000 /* the frame and its owners moved to a header of their own */
+#include <internal/pycore_frame.h>
+#include <internal/pycore_interpframe_structs.h>
+#elif PY_VERSION_HEX >= 0x030b0000
 #include <internal/pycore_frame.h>
 #else
 #include <frameobject.h>
@@ -84,7 +87,9 @@ int main(void)
     SAME(co_firsttraceable, offsetof(PyCodeObject, _co_firsttraceable));
     SAME(co_code, offsetof(PyCodeObject, co_code_adaptive));
     same("sizeof _Py_CODEUNIT", 2, sizeof(_Py_CODEUNIT));
-#if PY_VERSION_HEX >= 0x030c0000
+#if PY_VERSION_HEX >= 0x030e0000
+    SAME(cstack_owner, FRAME_OWNED_BY_INTERPRETER);
+#elif PY_VERSION_HEX >= 0x030c0000
     SAME(cstack_owner, FRAME_OWNED_BY_CSTACK);
 #else
     SAME(cstack_owner, 0);
