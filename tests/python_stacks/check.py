@@ -172,9 +172,12 @@ def find_python(version):
     if version == "system":
         return os.environ.get("VT_PYTHON", "/usr/bin/python3")
     root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-    found = sorted(glob.glob(os.path.join(root, "versions", version + ".*", "bin",
-                                          "python" + version)))
-    return found[-1] if found else None
+    found = glob.glob(os.path.join(root, "versions", version + ".*", "bin", "python" + version))
+
+    def release(path):  # the newest patch release: 3.14.10 after 3.14.9
+        patch = os.path.basename(os.path.dirname(os.path.dirname(path)))[len(version) + 1:]
+        return int(patch) if patch.isdigit() else -1
+    return max(found, key=release) if found else None
 
 
 FALLBACK = re.compile(r"^vramtap: Python frames: CPython \d+\.\d+'s frames did not read as "
