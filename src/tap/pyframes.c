@@ -97,9 +97,11 @@ static inline __attribute__((always_inline)) int walk(int checked, const vt_pyla
         if (!L->cstack_owner || owner < L->cstack_owner) {
             py_site s;
             const void *type;
-            if (!rd(checked, f + L->f_code, &s.code, sizeof s.code) ||
-                !(s.code = untagged(s.code)) ||
-                !rd(checked, s.code + VT_PY_OB_TYPE, &type, sizeof type) || type != py->CodeType)
+            if (!rd(checked, f + L->f_code, &s.code, sizeof s.code))
+                return -1;
+            s.code = untagged(s.code);
+            if (!s.code || !rd(checked, s.code + VT_PY_OB_TYPE, &type, sizeof type) ||
+                type != py->CodeType)
                 return -1;
             int keep = 1;
             long units;
