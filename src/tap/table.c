@@ -144,9 +144,9 @@ static inline __attribute__((always_inline)) uint32_t rec_new(void)
     return rec_grow();
 }
 
-static void rec_free(uint32_t i, int keep_labels)
+/* Recycles record i, at r (rec_at(i): the caller has it). */
+static void rec_free(vt_rec *r, uint32_t i, int keep_labels)
 {
-    vt_rec *r = rec_at(i);
     if (vt_rec_labelled(r) && !keep_labels)
         vt_identity_forget_locked(r);
     *r = (vt_rec){.seq_low = A.free};
@@ -657,7 +657,7 @@ static inline __attribute__((always_inline)) void account_free(uint32_t rec, uin
         copied = rec - 1 < vt_state.freeze_below ? vt_state.freeze_gen : 0;
         freezing_free(rec, r);
     }
-    rec_free(rec - 1, vt_peak_note_free(d, r, &death, copied));
+    rec_free(r, rec - 1, vt_peak_note_free(d, r, &death, copied));
 }
 
 vt_rec *vt_live_find_locked(uintptr_t addr)
@@ -714,7 +714,7 @@ static uint32_t insert(books_index *ix, vt_birth *b, uintptr_t key, vt_api api, 
     uint32_t rec = key && era >= 0 ? rec_new() : 0;
     if (!rec || index_put(ix, key, rec)) {
         if (rec)
-            rec_free(rec - 1, 0);
+            rec_free(rec_at(rec - 1), rec - 1, 0);
         vt_state.c.dropped++;
         return 0;
     }
@@ -994,8 +994,9 @@ static int host_drop(uintptr_t addr)
 {
     uint32_t rec = addr ? index_take(&host_ix, addr) : 0;
     if (rec) {
-        vt_state.hostmem.live -= vt_rec_size(rec_at(rec - 1));
-        rec_free(rec - 1, 0);
+        vt_rec *r = rec_at(rec - 1);
+        vt_state.hostmem.live -= vt_rec_size(r);
+        rec_free(r, rec - 1, 0);
     }
     return rec != 0;
 }
