@@ -316,8 +316,8 @@ static inline void prefetch_slot(uint32_t h)
         __builtin_prefetch(&s[home(h, atomic_load_explicit(&hint_cap, memory_order_relaxed))]);
 }
 
-/* The slot of t that holds key, or -1. */
-static inline int64_t probe(const tab *t, uint32_t h, uintptr_t key)
+/* The slot of t that holds key, or -1; its record in *at. */
+static inline int64_t probe(const tab *t, uint32_t h, uintptr_t key, vt_rec **at)
 {
     if (!t->n)
         return -1;
@@ -325,7 +325,7 @@ static inline int64_t probe(const tab *t, uint32_t h, uintptr_t key)
         slot e = t->s[i];
         if (!e.rec)
             return -1;
-        if (e.hash == h && rec_at(e.rec - 1)->key == key)
+        if (e.hash == h && (*at = rec_at(e.rec - 1))->key == key)
             return i;
     }
 }
@@ -413,15 +413,14 @@ static int grow(books_index *ix)
     return 0;
 }
 
-/* The record of key (index + 1), or 0. */
-static uint32_t index_find(const books_index *ix, uintptr_t key)
+/* The record of key, or NULL. */
+static vt_rec *index_find(const books_index *ix, uintptr_t key)
 {
     uint32_t h = key_hash(key);
-    int64_t i = probe(&ix->cur, h, key);
-    if (i >= 0)
-        return ix->cur.s[i].rec;
-    i = ix->old.s ? probe(&ix->old, h, key) : -1;
-    return i >= 0 ? ix->old.s[i].rec : 0;
+    vt_rec *r = NULL;
+    if (probe(&ix->cur, h, key, &r) >= 0 || (ix->old.s && probe(&ix->old, h, key, &r) >= 0))
+        return r;
+    return NULL;
 }
 
 /* Adds record `rec` (index + 1) under a key not in the table: 0, or -1 when it is full and
@@ -449,7 +448,8 @@ static inline __attribute__((always_inline)) int index_gap(books_index *ix, uint
     if (ix->old.s) {
         __builtin_prefetch(&ix->old.s[home(h, ix->old.cap)]);
         move_some(ix);
-        if (ix->old.s && probe(&ix->old, h, key) >= 0)
+        vt_rec *r = NULL;
+        if (ix->old.s && probe(&ix->old, h, key, &r) >= 0)
             return -1;
     } else if (t->n >= t->most) {
         return -1;
@@ -462,17 +462,17 @@ static inline __attribute__((always_inline)) int index_gap(books_index *ix, uint
     return 0;
 }
 
-/* Takes key, of hash h, out of the table: its record (index + 1), or 0 when it was not
- * there. */
-static inline __attribute__((always_inline)) uint32_t index_take_hashed(books_index *ix,
-                                                                        uintptr_t key, uint32_t h)
+/* Takes key, of hash h, out of the table: its record's index + 1 (the record in *at), or 0 when
+ * it was not there. */
+static inline __attribute__((always_inline)) uint32_t
+index_take_hashed(books_index *ix, uintptr_t key, uint32_t h, vt_rec **at)
 {
     uint32_t rec = 0;
-    int64_t i = probe(&ix->cur, h, key);
+    int64_t i = probe(&ix->cur, h, key, at);
     if (i >= 0) {
         rec = ix->cur.s[i].rec;
         remove_at(&ix->cur, (uint32_t)i);
-    } else if (ix->old.s && (i = probe(&ix->old, h, key)) >= 0) {
+    } else if (ix->old.s && (i = probe(&ix->old, h, key, at)) >= 0) {
         rec = ix->old.s[i].rec;
         remove_at(&ix->old, (uint32_t)i);
         if (!ix->old.n)
@@ -483,9 +483,9 @@ static inline __attribute__((always_inline)) uint32_t index_take_hashed(books_in
     return rec;
 }
 
-static uint32_t index_take(books_index *ix, uintptr_t key)
+static uint32_t index_take(books_index *ix, uintptr_t key, vt_rec **at)
 {
-    return index_take_hashed(ix, key, key_hash(key));
+    return index_take_hashed(ix, key, key_hash(key), at);
 }
 
 static uint64_t index_count(const books_index *ix)
@@ -642,11 +642,11 @@ static void freezing_free(uint32_t rec, const vt_rec *r)
         s->added += vt_copied_add_locked(s->to, r, vt_rec_address(r), NULL);
 }
 
-/* Record `rec` (index + 1), out of its table, leaves the live set at clock reading `now`: the
- * peak keeps a copy if it was live then; the record is recycled. */
-static inline __attribute__((always_inline)) void account_free(uint32_t rec, uint64_t now)
+/* Record `rec` (index + 1), at r, out of its table, leaves the live set at clock reading `now`:
+ * the peak keeps a copy if it was live then; the record is recycled. */
+static inline __attribute__((always_inline)) void account_free(uint32_t rec, vt_rec *r,
+                                                               uint64_t now)
 {
-    vt_rec *r = rec_at(rec - 1);
     vt_device *d = &vt_state.dev[vt_rec_device(r)];
     d->live -= vt_rec_size(r);
     vt_state.c.frees++;
@@ -662,8 +662,7 @@ static inline __attribute__((always_inline)) void account_free(uint32_t rec, uin
 
 vt_rec *vt_live_find_locked(uintptr_t addr)
 {
-    uint32_t rec = addr ? index_find(&live_ix, addr) : 0;
-    return rec ? rec_at(rec - 1) : NULL;
+    return addr ? index_find(&live_ix, addr) : NULL;
 }
 
 /* Record `rec` (index + 1) is born at clock reading `now`, in `era` (next_era's, taken since
@@ -751,9 +750,10 @@ static int device_ok(int in_range)
  * a handle value the driver reused): the old allocation is gone by clock reading `now`. */
 static void drop_stale(books_index *ix, uintptr_t key, uint64_t now)
 {
-    uint32_t rec = index_take(ix, key);
+    vt_rec *r = NULL;
+    uint32_t rec = index_take(ix, key, &r);
     if (rec)
-        account_free(rec, now);
+        account_free(rec, r, now);
 }
 
 /* What every allocating thread reads to know whether to buffer its event (batch.h): not on a
@@ -849,9 +849,10 @@ static inline __attribute__((always_inline)) int alloc_locked(uintptr_t addr, ui
 static inline __attribute__((always_inline)) void free_locked(uintptr_t addr, uint32_t h,
                                                               uint64_t now)
 {
-    uint32_t rec = addr ? index_take_hashed(&live_ix, addr, h) : 0;
+    vt_rec *r = NULL;
+    uint32_t rec = addr ? index_take_hashed(&live_ix, addr, h, &r) : 0;
     if (rec)
-        account_free(rec, now);
+        account_free(rec, r, now);
     else
         vt_state.c.unknown_frees++;
 }
@@ -992,9 +993,9 @@ void vt_note_free(uintptr_t addr)
 /* Takes addr's pinned host allocation off the books: 1 when there was one. */
 static int host_drop(uintptr_t addr)
 {
-    uint32_t rec = addr ? index_take(&host_ix, addr) : 0;
+    vt_rec *r = NULL;
+    uint32_t rec = addr ? index_take(&host_ix, addr, &r) : 0;
     if (rec) {
-        vt_rec *r = rec_at(rec - 1);
         vt_state.hostmem.live -= vt_rec_size(r);
         rec_free(r, rec - 1, 0);
     }
@@ -1103,9 +1104,10 @@ VT_EXPORT int vramtap_note_oom(unsigned long long size, int device)
  * mapping is gone, as the driver frees them. */
 static void vmm_drop(vmm_extra *e)
 {
-    uint32_t rec = index_take(&vmm_ix, e->handle);
+    vt_rec *r = NULL;
+    uint32_t rec = index_take(&vmm_ix, e->handle, &r);
     if (rec)
-        account_free(rec, vt_clock());
+        account_free(rec, r, vt_clock());
     HASH_DEL(extras, e);
     free(e);
 }
