@@ -274,7 +274,7 @@ VT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL_OR_RETURN(cuMemPoolDestroy);
     int outer = vt_guard_enter();
-    if (outer && !vt_cfg.disabled) /* not an allocation: not a nested call when inner */
+    if (outer && recording()) /* not an allocation: not a nested call when inner */
         vt_note_pool_destroy((uintptr_t)pool);
     CUresult rc = real(pool);
     vt_guard_leave();
